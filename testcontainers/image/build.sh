@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the local ZooKeeper image (default tag zk-recipes/zookeeper:3.8) without any registry:
+# a debootstrap root file system from Debian's packages (ZooKeeper 3.8 from libzookeeper-java and
+# a headless JRE), imported into Docker. Idempotent: an existing image is reused unless --force.
+#
+# The Debian mirror is read from this machine's apt configuration (override: ZK_DEBIAN_MIRROR).
+# Needs root (debootstrap) and a running Docker Engine.
+set -euo pipefail
+
+tag=${ZK_IMAGE_TAG:-zk-recipes/zookeeper:3.8}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+force=0
+[ "${1:-}" = "--force" ] && force=1
+
+if ! docker info >/dev/null 2>&1; then
+    echo "build.sh: the Docker Engine does not answer (is it running, may this user use it?)" >&2
+    exit 1
+fi
+if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
+    echo "build.sh: image $tag exists; reusing it"
+    exit 0
+fi
+
+. /etc/os-release
+suite=${ZK_DEBIAN_SUITE:-${VERSION_CODENAME:-bookworm}}
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+    echo "build.sh: installing debootstrap"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+fi
+
+mirror=${ZK_DEBIAN_MIRROR:-}
+if [ -z "$mirror" ]; then
+    # apt's own view of its sources: "500 <uri> <suite>/main <arch> Packages".
+    [ -n "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial)" ] || apt-get update -qq
+    mirror=$(apt-cache policy 2>/dev/null |
+        awk -v s="$suite/main" '$3 == s && $5 == "Packages" { print $2; exit }')
+fi
+if [ -z "$mirror" ]; then
+    echo "build.sh: no Debian mirror for suite '$suite' in the apt configuration; set ZK_DEBIAN_MIRROR" >&2
+    exit 1
+fi
+
+work=$(mktemp -d /var/tmp/zk-image.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root="$work/rootfs"
+echo "build.sh: debootstrap $suite from $mirror into $root"
+start=$(date +%s)
+debootstrap --variant=minbase --include=openjdk-17-jre-headless,libzookeeper-java \
+    "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+    tail -30 "$work/debootstrap.log" >&2
+    echo "build.sh: debootstrap failed" >&2
+    exit 1
+}
+
+# Trim what a server never reads.
+rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* \
+    "$root"/usr/share/man/* "$root"/usr/share/locale/* "$root"/usr/share/info/*
+install -m 0755 "$here/entrypoint.sh" "$root/usr/local/bin/zk-entrypoint"
+
+tar -C "$root" -c . | docker import \
+    --change 'ENTRYPOINT ["/usr/local/bin/zk-entrypoint"]' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'EXPOSE 2181 2888 3888' \
+    --change 'WORKDIR /var/lib/zookeeper' \
+    - "$tag" >/dev/null
+echo "build.sh: built $tag in $(( $(date +%s) - start )) s"
+docker image ls "$tag"
