@@ -1,0 +1,120 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// What kind of node a recipe root turned out to be, when it cannot serve as one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RootKind {
+    /// A container node: ZooKeeper deletes it once it has no children, and a re-created root
+    /// restarts its sequence counter, so fencing tokens could repeat.
+    Container,
+    /// A TTL node: it can vanish like a container.
+    Ttl,
+    /// An ephemeral node: it cannot have children and dies with its session.
+    Ephemeral,
+}
+
+/// Errors of every recipe and of [`Session`](crate::Session).
+///
+/// Timeouts of the `*_timeout` and `try_*` forms are not errors: those methods return
+/// `Ok(None)` when the lock was simply not free.
+///
+/// # Example
+///
+/// ```
+/// use zk_recipes::{Error, ZkPath};
+///
+/// let err = ZkPath::new("locks/relative").unwrap_err();
+/// assert!(matches!(err, Error::InvalidPath { .. }));
+/// ```
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The path is not a valid ZooKeeper path for a recipe root.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// No server of the ensemble answered within the connection timeout.
+    #[error("no ZooKeeper server at {connect:?} answered within {timeout:?}")]
+    Unreachable {
+        /// The connect string.
+        connect: String,
+        /// How long we tried.
+        timeout: Duration,
+    },
+
+    /// The server refused the operation for want of permission (ACL).
+    #[error("not authorized for {path:?} (ACL)")]
+    NoAuth {
+        /// The node the refused operation was on.
+        path: String,
+    },
+
+    /// The recipe root exists but is a kind of node whose sequence numbers could restart.
+    #[error("{path:?} is a {kind:?} node and cannot be a recipe root: its sequence could restart")]
+    UnsuitableRoot {
+        /// The root path.
+        path: String,
+        /// What kind of node it is.
+        kind: RootKind,
+    },
+
+    /// The root's sequence counter reached the signed 32-bit wrap: the node we were given is
+    /// not ordered after the previous ones, so no token is handed out for it (the node is
+    /// deleted). Use a fresh root path.
+    #[error("sequence counter of {path:?} has wrapped (got {sequence}); use a new root")]
+    SequenceWrapped {
+        /// The root path.
+        path: String,
+        /// The sequence ZooKeeper gave.
+        sequence: i64,
+    },
+
+    /// The ZooKeeper session this operation or grant belonged to has expired, or was declared
+    /// lost by the session's [`LossPolicy`](crate::LossPolicy).
+    #[error("ZooKeeper session expired")]
+    SessionExpired,
+
+    /// The [`Session`](crate::Session) was closed.
+    #[error("session closed")]
+    SessionClosed,
+
+    /// The lock, lease or leadership is no longer held: its node is gone (session expiry or
+    /// someone deleted it), so whatever the operation guarded was not done.
+    #[error("{path} is no longer held")]
+    Lost {
+        /// The contender node that was lost.
+        path: String,
+    },
+
+    /// Authentication with the server failed.
+    #[error("authentication failed")]
+    AuthFailed,
+
+    /// Any other ZooKeeper error.
+    #[error("ZooKeeper: {0}")]
+    Zk(#[from] zookeeper_client::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Maps a ZooKeeper error about `path` to the typed variant users match on.
+    pub(crate) fn zk(err: zookeeper_client::Error, path: &str) -> Error {
+        use zookeeper_client::Error as Z;
+        match err {
+            Z::NoAuth => Error::NoAuth { path: path.to_owned() },
+            Z::SessionExpired => Error::SessionExpired,
+            Z::ClientClosed => Error::SessionClosed,
+            Z::AuthFailed => Error::AuthFailed,
+            other => Error::Zk(other),
+        }
+    }
+}

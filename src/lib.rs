@@ -1,0 +1,67 @@
+//! ZooKeeper coordination recipes for Rust services: a distributed mutex whose every grant
+//! carries a **fencing token**, built on one contender queue that the other recipes share.
+//!
+//! # Why fencing
+//!
+//! A lock service can only promise that it *granted* one holder at a time. It cannot stop a
+//! holder that froze (a GC pause, a stopped VM, `SIGSTOP`) past its session timeout from waking
+//! up, believing it still holds the lock, and writing over the work of the holder that came
+//! after it. Only the store can refuse that write, and only if every write carries a number
+//! that grows with every grant and the store remembers the highest one it accepted:
+//!
+//! ```text
+//! worker 1: lock -> token 41 ... frozen ...................... write(token 41) -> REFUSED
+//! ZooKeeper:           session of worker 1 expires -> node deleted
+//! worker 2:                       lock -> token 42, write(token 42) -> accepted (fence = 42)
+//! ```
+//!
+//! ZooKeeper hands out exactly such a number: the sequence of the ephemeral sequential node a
+//! contender creates under the lock's root. [`Grant::token`] returns it as a [`FencingToken`];
+//! the storage-side rule is one condition (`... WHERE fence <= :token`, see [`FencingToken`]).
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use zk_recipes::{Session, SessionOptions, ZkMutex};
+//!
+//! # async fn demo() -> Result<(), zk_recipes::Error> {
+//! let session = Session::connect(SessionOptions::new("127.0.0.1:2181")).await?;
+//! let mutex = ZkMutex::new(&session, "/locks/orders-42")?;
+//!
+//! let guard = mutex.lock().await?;
+//! let token = guard.token();
+//! tokio::select! {
+//!     reason = guard.lost() => eprintln!("lost the lock ({reason:?}); stopping"),
+//!     _ = async { /* write to storage with `token`; storage refuses a stale one */ } => {}
+//! }
+//! guard.release().await?;
+//! session.close().await;
+//! # let _ = token; Ok(()) }
+//! ```
+//!
+//! The `examples/` directory has complete programs that start their own ZooKeeper in Docker.
+//!
+//! # The pieces
+//!
+//! - [`Session`]: one ZooKeeper session at a time, its [`SessionState`] published, a new session
+//!   after expiry; the [`LossPolicy`] says when grants count as lost (see [`session`]).
+//! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), cancel-safe acquires,
+//!   guards with [`Grant::token`], [`Grant::lost`] and `release()`. Node names are Curator's
+//!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.
+//! - [`Error`]: the one error type.
+#![warn(missing_docs)]
+
+mod error;
+mod fence;
+mod grant;
+mod mutex;
+mod path;
+mod queue;
+pub mod session;
+
+pub use error::{Error, Result, RootKind};
+pub use fence::FencingToken;
+pub use grant::{Grant, LossReason};
+pub use mutex::{OwnedZkMutexGuard, ZkMutex, ZkMutexGuard};
+pub use path::ZkPath;
+pub use session::{LossPolicy, Session, SessionOptions, SessionState};

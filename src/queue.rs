@@ -1,0 +1,454 @@
+//! The contender queue every recipe stands on (DESIGN.md, "The core algorithm").
+//!
+//! A contender creates `{root}/_c_{uuid}-{name}` as EPHEMERAL_SEQUENTIAL, lists the children,
+//! orders those matching the recipe's names by sequence, and asks the recipe's [`Rule`] whether
+//! it holds or which single node it must watch. When the watched node goes, it decides again on
+//! what it already knows before listing again: removing nodes ahead of a contender can only let
+//! it proceed, and nodes created later sort behind it, so a "hold" reached from the old listing
+//! minus the deleted node is true now (the second in line after the first goes holds without a
+//! read).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::{debug, info, info_span, warn, Instrument};
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result, RootKind};
+use crate::grant::Grant;
+use crate::path::{new_uuid, protected_prefix, sorted_contenders, Contender, ZkPath};
+use crate::session::{Epoch, Session};
+
+/// What a contender does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// It holds.
+    Hold,
+    /// It waits for the node at this index of the queue to go.
+    Watch(usize),
+}
+
+/// The recipe-specific part: node names and who holds / whom to watch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rule {
+    /// The names this recipe's nodes carry (after the protected prefix), e.g. `["lock-"]`.
+    pub names: &'static [&'static str],
+    /// Decides for the contender at `ours` in the ordered queue (wrapped nodes removed).
+    pub decide: fn(queue: &[Contender], ours: usize) -> Decision,
+}
+
+/// The mutex rule: the first holds; everyone else watches its immediate predecessor.
+pub(crate) fn exclusive(_queue: &[Contender], ours: usize) -> Decision {
+    if ours == 0 {
+        Decision::Hold
+    } else {
+        Decision::Watch(ours - 1)
+    }
+}
+
+/// How long an acquisition may wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// Not at all (`try_*`).
+    No,
+    /// Until this instant (`*_timeout`).
+    Until(Instant),
+    /// As long as it takes.
+    Forever,
+}
+
+/// One recipe root and its queue.
+pub(crate) struct Queue {
+    session: Session,
+    root: ZkPath,
+    root_checked: AtomicBool,
+}
+
+/// Persistent nodes readable and writable by anyone, like Curator's default.
+const ROOT_OPTIONS: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+const NODE_OPTIONS: zk::CreateOptions<'static> =
+    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+
+impl Queue {
+    pub fn new(session: &Session, root: &str) -> Result<Queue> {
+        Ok(Queue { session: session.clone(), root: ZkPath::new(root)?, root_checked: AtomicBool::new(false) })
+    }
+
+    pub fn root(&self) -> &ZkPath {
+        &self.root
+    }
+
+    /// Enqueues a node of kind `names[kind]` carrying `data` and waits, as `wait` allows, until
+    /// `rule` says it holds. `Ok(None)`: not granted in time (its node is removed).
+    ///
+    /// Cancel safe: dropping the future at any await point removes the node in the background.
+    pub async fn acquire(&self, rule: Rule, kind: usize, data: &[u8], wait: Wait) -> Result<Option<Grant>> {
+        let span = info_span!("acquire", path = %self.root, name = rule.names[kind], session_id = tracing::field::Empty);
+        async {
+            loop {
+                let epoch = self.session.epoch().await?;
+                tracing::Span::current().record("session_id", format_args!("{:#x}", epoch.id()));
+                let attempt = self.attempt(&epoch, rule, kind, data, wait).await;
+                match attempt {
+                    // A session that expires while we wait took our node with it; a blocking
+                    // acquire enqueues again on the new session (at the back of the queue).
+                    Err(Error::SessionExpired) if !matches!(wait, Wait::No) && epoch.is_lost() => {
+                        warn!("session expired while waiting; enqueueing again on a new session");
+                        continue;
+                    }
+                    other => return other,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn attempt(&self, epoch: &Arc<Epoch>, rule: Rule, kind: usize, data: &[u8], wait: Wait) -> Result<Option<Grant>> {
+        self.ensure_root(epoch).await?;
+        let created = match self.create(epoch, rule.names[kind], data).await {
+            Err(Error::Zk(zk::Error::NoNode)) => {
+                // The root was deleted under us: check (and create) it again, once.
+                self.root_checked.store(false, Ordering::Relaxed);
+                self.ensure_root(epoch).await?;
+                self.create(epoch, rule.names[kind], data).await?
+            }
+            other => other?,
+        };
+        let Created { node, contender, czxid, children } = created;
+        debug!(node = %node.path, sequence = contender.sequence, "enqueued");
+        if contender.is_wrapped() {
+            return Err(Error::SequenceWrapped { path: self.root.to_string(), sequence: contender.sequence });
+        }
+        if self.wait_turn(epoch, rule, &contender, children, wait).await? {
+            info!(node = %node.path, sequence = contender.sequence, "granted");
+            Ok(Some(Grant::new(node.disarm(), contender.sequence, czxid)))
+        } else {
+            debug!(node = %node.path, "not granted in time; withdrawing");
+            Ok(None)
+        }
+    }
+
+    /// Checks once per queue that the root exists as a persistent node, creating it (and its
+    /// parents) when missing.
+    async fn ensure_root(&self, epoch: &Epoch) -> Result<()> {
+        if self.root_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let root = self.root.as_str();
+        let client = epoch.client()?;
+        let stat = match client.check_stat(root).await.map_err(|e| Error::zk(e, root))? {
+            Some(stat) => stat,
+            None => {
+                client.mkdir(root, &ROOT_OPTIONS).await.map_err(|e| Error::zk(e, root))?;
+                // Someone may have created it first, as something else.
+                client.check_stat(root).await.map_err(|e| Error::zk(e, root))?.ok_or(Error::Zk(zk::Error::NoNode))?
+            }
+        };
+        if let Some(kind) = root_kind(stat.ephemeral_owner) {
+            return Err(Error::UnsuitableRoot { path: root.to_owned(), kind });
+        }
+        self.root_checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Creates our node and lists the children in one go: both requests leave back to back on
+    /// the same session (ZooKeeper answers a session's requests in order), so the listing
+    /// includes our node and costs no extra round trip.
+    ///
+    /// The work runs in its own task, which hands the node over as an [`OwnedNode`]: if the
+    /// caller was cancelled meanwhile, the node is dropped and deleted in the background.
+    async fn create(&self, epoch: &Arc<Epoch>, name: &'static str, data: &[u8]) -> Result<Created> {
+        let (tx, rx) = oneshot::channel();
+        let task = CreateTask {
+            session: self.session.clone(),
+            epoch: epoch.clone(),
+            root: self.root.clone(),
+            prefix: self.root.child(&protected_prefix(&new_uuid(), name)),
+            name,
+            data: data.to_vec(),
+        };
+        tokio::spawn(async move {
+            // A failed send drops the `Created`, whose node deletes itself.
+            let _ = tx.send(task.run().await);
+        });
+        rx.await.unwrap_or(Err(Error::SessionClosed))
+    }
+
+    /// Waits until `rule` grants `ours`; `Ok(false)` when `wait` ran out first.
+    async fn wait_turn(
+        &self,
+        epoch: &Epoch,
+        rule: Rule,
+        ours: &Contender,
+        children: Vec<String>,
+        wait: Wait,
+    ) -> Result<bool> {
+        let mut queue = live(sorted_contenders(&children, rule.names));
+        loop {
+            let Some(at) = queue.iter().position(|c| c.name == ours.name) else {
+                // Our node is gone while we waited: the session ended, or someone deleted it.
+                return Err(self.gone(epoch, &ours.name));
+            };
+            let watched = match (rule.decide)(&queue, at) {
+                Decision::Hold => return Ok(true),
+                Decision::Watch(i) => queue[i].clone(),
+            };
+            if matches!(wait, Wait::No) {
+                return Ok(false);
+            }
+            match self.wait_gone(epoch, &watched, wait).await? {
+                WaitOutcome::TimedOut => return Ok(false),
+                WaitOutcome::Gone => {
+                    debug!(watched = %watched.name, "wakeup");
+                    queue.retain(|c| c.name != watched.name);
+                    let at = queue.iter().position(|c| c.name == ours.name).expect("ours is still listed");
+                    if (rule.decide)(&queue, at) == Decision::Hold {
+                        return Ok(true);
+                    }
+                }
+            }
+            queue = live(sorted_contenders(&self.list(epoch).await?, rule.names));
+        }
+    }
+
+    /// Waits for `watched` to be deleted (or for the deadline).
+    async fn wait_gone(&self, epoch: &Epoch, watched: &Contender, wait: Wait) -> Result<WaitOutcome> {
+        let path = self.root.child(&watched.name);
+        let span = info_span!("wait", watched = %watched.name);
+        async {
+            loop {
+                let client = epoch.client()?;
+                let watcher = match client.check_and_watch_stat(&path).await {
+                    Ok((None, _)) => return Ok(WaitOutcome::Gone),
+                    Ok((Some(_), watcher)) => watcher,
+                    Err(zk::Error::ConnectionLoss) => {
+                        drop(client);
+                        epoch.wait_reconnect().await;
+                        continue;
+                    }
+                    Err(err) => return Err(Error::zk(err, &path)),
+                };
+                drop(client);
+                let deadline = async {
+                    match wait {
+                        Wait::Until(t) => tokio::time::sleep_until(t).await,
+                        Wait::No | Wait::Forever => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    event = watcher.changed() => match event.event_type {
+                        zk::EventType::NodeDeleted => return Ok(WaitOutcome::Gone),
+                        zk::EventType::Session => match event.session_state {
+                            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed => {
+                                return Err(Error::SessionExpired)
+                            }
+                            _ => continue,
+                        },
+                        // Data changed (or re-created): keep watching.
+                        _ => continue,
+                    },
+                    _ = epoch.ended() => return Err(Error::SessionExpired),
+                    _ = deadline => return Ok(WaitOutcome::TimedOut),
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Lists the root's children, waiting out disconnects.
+    async fn list(&self, epoch: &Epoch) -> Result<Vec<String>> {
+        let root = self.root.as_str();
+        loop {
+            let client = epoch.client()?;
+            match client.list_children(root).await {
+                Ok(children) => return Ok(children),
+                Err(zk::Error::ConnectionLoss) => {
+                    drop(client);
+                    epoch.wait_reconnect().await;
+                }
+                Err(err) => return Err(Error::zk(err, root)),
+            }
+        }
+    }
+
+    /// The error for a node of ours that disappeared.
+    fn gone(&self, epoch: &Epoch, name: &str) -> Error {
+        if epoch.is_lost() {
+            Error::SessionExpired
+        } else {
+            Error::Lost { path: self.root.child(name) }
+        }
+    }
+}
+
+enum WaitOutcome {
+    Gone,
+    TimedOut,
+}
+
+/// Nodes of a wrapped counter are refused by their creators (and deleted); they take no part.
+fn live(mut queue: Vec<Contender>) -> Vec<Contender> {
+    queue.retain(|c| !c.is_wrapped());
+    queue
+}
+
+/// What the root's `ephemeralOwner` says about it: `None` for a plain persistent node.
+/// ZooKeeper marks containers with `Long.MIN_VALUE` and TTL nodes with `0xFF` in the top byte.
+pub(crate) fn root_kind(ephemeral_owner: i64) -> Option<RootKind> {
+    match ephemeral_owner {
+        0 => None,
+        i64::MIN => Some(RootKind::Container),
+        owner if (owner as u64) >> 56 == 0xff => Some(RootKind::Ttl),
+        _ => Some(RootKind::Ephemeral),
+    }
+}
+
+/// A contender node we created and have not yet handed out: dropping it deletes it in the
+/// background (a cancelled or failed acquisition).
+pub(crate) struct OwnedNode {
+    pub session: Session,
+    pub epoch: Arc<Epoch>,
+    pub path: String,
+    armed: bool,
+}
+
+impl OwnedNode {
+    fn new(session: Session, epoch: Arc<Epoch>, path: String) -> OwnedNode {
+        OwnedNode { session, epoch, path, armed: true }
+    }
+
+    /// Hands the node on (to a grant, which takes over its deletion).
+    fn disarm(mut self) -> OwnedNode {
+        self.armed = false;
+        self
+    }
+
+    pub fn is_armed(&self) -> bool {
+        self.armed
+    }
+}
+
+impl Drop for OwnedNode {
+    fn drop(&mut self) {
+        if self.armed {
+            debug!(node = %self.path, "abandoned contender node; deleting in the background");
+            self.session.clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
+        }
+    }
+}
+
+struct Created {
+    node: OwnedNode,
+    contender: Contender,
+    czxid: i64,
+    children: Vec<String>,
+}
+
+struct CreateTask {
+    session: Session,
+    epoch: Arc<Epoch>,
+    root: ZkPath,
+    /// `{root}/_c_{uuid}-{name}`: ZooKeeper appends the sequence.
+    prefix: String,
+    name: &'static str,
+    data: Vec<u8>,
+}
+
+impl CreateTask {
+    async fn run(self) -> Result<Created> {
+        let root = self.root.as_str();
+        let names = [self.name];
+        loop {
+            let client = self.epoch.client()?;
+            let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+            let list = client.list_children(root);
+            let (created, listed) = (create.await, list.await);
+            drop(client);
+            match created {
+                Ok((stat, sequence)) => {
+                    let path = format!("{}{}", self.prefix, sequence);
+                    let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                    let name = node.path[root.len() + 1..].to_owned();
+                    let contender = Contender::parse(&name, &names).ok_or_else(|| {
+                        Error::Zk(zk::Error::UnexpectedError(format!("unparsable node name {name}")))
+                    })?;
+                    let children = match listed {
+                        Ok(children) => children,
+                        Err(_) => self.list_again().await?,
+                    };
+                    return Ok(Created { node, contender, czxid: stat.czxid, children });
+                }
+                Err(zk::Error::ConnectionLoss) => {
+                    // The create may have happened with its reply lost: look for our uuid.
+                    self.epoch.wait_reconnect().await;
+                    if let Some(found) = self.find_ours(&names).await? {
+                        return Ok(found);
+                    }
+                }
+                Err(err) => return Err(Error::zk(err, root)),
+            }
+        }
+    }
+
+    async fn list_again(&self) -> Result<Vec<String>> {
+        let client = self.epoch.client()?;
+        client.list_children(self.root.as_str()).await.map_err(|e| Error::zk(e, self.root.as_str()))
+    }
+
+    /// After a lost reply: our node, if the create happened, recognised by our uuid and by an
+    /// `ephemeralOwner` that is our session (a node from another session is not ours).
+    async fn find_ours(&self, names: &[&str]) -> Result<Option<Created>> {
+        let children = self.list_again().await?;
+        let uuid = &self.prefix[self.root.as_str().len() + 1 + 3..][..36];
+        for contender in sorted_contenders(&children, names) {
+            if !contender.has_uuid(uuid) {
+                continue;
+            }
+            let path = self.root.child(&contender.name);
+            let client = self.epoch.client()?;
+            let Some(stat) = client.check_stat(&path).await.map_err(|e| Error::zk(e, &path))? else { continue };
+            if stat.ephemeral_owner == self.epoch.id() {
+                info!(node = %path, "recovered our node after a lost create reply");
+                let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                return Ok(Some(Created { node, contender, czxid: stat.czxid, children }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(seqs: &[i64]) -> Vec<Contender> {
+        seqs.iter().map(|&s| Contender { name: format!("lock-{s:010}"), kind: 0, sequence: s }).collect()
+    }
+
+    #[test]
+    fn exclusive_holds_first_and_watches_predecessor() {
+        let q = queue(&[3, 5, 9]);
+        assert_eq!(exclusive(&q, 0), Decision::Hold);
+        assert_eq!(exclusive(&q, 1), Decision::Watch(0));
+        assert_eq!(exclusive(&q, 2), Decision::Watch(1));
+    }
+
+    #[test]
+    fn wrapped_nodes_take_no_part() {
+        let q = live(queue(&[-2147483648, 7, 8]));
+        assert_eq!(q.iter().map(|c| c.sequence).collect::<Vec<_>>(), [7, 8]);
+        assert_eq!(exclusive(&q, 0), Decision::Hold);
+    }
+
+    #[test]
+    fn classifies_roots() {
+        assert_eq!(root_kind(0), None);
+        assert_eq!(root_kind(i64::MIN), Some(RootKind::Container));
+        assert_eq!(root_kind(0xff00_0000_0000_1000_u64 as i64), Some(RootKind::Ttl));
+        assert_eq!(root_kind(0x1234), Some(RootKind::Ephemeral));
+    }
+}
