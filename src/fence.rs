@@ -1,6 +1,12 @@
 //! [`FencingToken`]: the number storage checks to refuse a holder that lost its lock.
 
 use std::fmt;
+use std::sync::Arc;
+
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+use crate::session::Epoch;
 
 /// The sequence number ZooKeeper gave a contender node: strictly increasing, in grant order,
 /// for one recipe root (as long as the root is never deleted; the library refuses roots that
@@ -91,5 +97,108 @@ mod tests {
         assert_eq!(FencingToken::from_sequence(-1), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MIN)), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX) + 1), None);
+    }
+}
+
+/// A ZooKeeper transaction that commits only while a [`Grant`](crate::Grant) still holds: its
+/// first operation checks that the grant's node exists, in the grant's own session, so the
+/// writes and the ownership check are one atomic multi-op. Build one with
+/// [`Grant::fenced_write`](crate::Grant::fenced_write).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo(mutex: zk_recipes::ZkMutex) -> Result<(), zk_recipes::Error> {
+/// let guard = mutex.lock().await?;
+/// let mut write = guard.fenced_write();
+/// write.set_data("/app/balance", b"10400000", None);
+/// match write.commit().await {
+///     Ok(_) => println!("written under token {}", guard.token()),
+///     Err(zk_recipes::Error::Lost { .. }) => println!("lock lost: nothing was written"),
+///     Err(err) => return Err(err),
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "nothing is written until commit()"]
+#[derive(Debug)]
+pub struct FencedWrite {
+    epoch: Arc<Epoch>,
+    guard_path: String,
+    ops: Vec<Op>,
+}
+
+#[derive(Debug)]
+enum Op {
+    SetData { path: String, data: Vec<u8>, version: Option<i32> },
+    Create { path: String, data: Vec<u8>, mode: zk::CreateMode },
+    Delete { path: String, version: Option<i32> },
+    Check { path: String, version: i32 },
+}
+
+impl FencedWrite {
+    pub(crate) fn new(epoch: Arc<Epoch>, guard_path: String) -> FencedWrite {
+        FencedWrite { epoch, guard_path, ops: Vec::new() }
+    }
+
+    /// Sets `path`'s data (at `version`, if given).
+    pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> &mut Self {
+        self.ops.push(Op::SetData { path: path.to_owned(), data: data.to_vec(), version });
+        self
+    }
+
+    /// Creates `path` (open ACL) in the given mode.
+    pub fn create(&mut self, path: &str, data: &[u8], mode: zk::CreateMode) -> &mut Self {
+        self.ops.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode });
+        self
+    }
+
+    /// Deletes `path` (at `version`, if given).
+    pub fn delete(&mut self, path: &str, version: Option<i32>) -> &mut Self {
+        self.ops.push(Op::Delete { path: path.to_owned(), version });
+        self
+    }
+
+    /// Also requires `path` to be at `version`.
+    pub fn check_version(&mut self, path: &str, version: i32) -> &mut Self {
+        self.ops.push(Op::Check { path: path.to_owned(), version });
+        self
+    }
+
+    /// Commits all operations atomically, if and only if the grant still holds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`] when the grant's node is gone (nothing was written);
+    /// [`Error::SessionExpired`] when its session is over (nothing was written);
+    /// [`Error::Zk`] with the failing operation's error otherwise (nothing was written), or
+    /// with `ConnectionLoss` when the outcome is unknown.
+    ///
+    /// # Cancel safety
+    ///
+    /// The request is sent when `commit` is called; dropping the future leaves its outcome
+    /// unknown, as for any ZooKeeper write.
+    pub async fn commit(self) -> Result<Vec<zk::MultiWriteResult>> {
+        let client = self.epoch.client()?;
+        let guard = self.guard_path.as_str();
+        let mut writer = client.new_check_writer(guard, None).map_err(Error::Zk)?;
+        const OPEN: zk::Acls<'static> = zk::Acls::anyone_all();
+        for op in &self.ops {
+            match op {
+                Op::SetData { path, data, version } => writer.add_set_data(path, data, *version),
+                Op::Create { path, data, mode } => writer.add_create(path, data, &mode.with_acls(OPEN)),
+                Op::Delete { path, version } => writer.add_delete(path, *version),
+                Op::Check { path, version } => writer.add_check_version(path, *version),
+            }
+            .map_err(Error::Zk)?;
+        }
+        match writer.commit().await {
+            Ok(results) => Ok(results),
+            Err(zk::CheckWriteError::CheckFailed { source: zk::Error::NoNode }) => {
+                Err(if self.epoch.is_lost() { Error::SessionExpired } else { Error::Lost { path: guard.to_owned() } })
+            }
+            Err(zk::CheckWriteError::CheckFailed { source })
+            | Err(zk::CheckWriteError::RequestFailed { source })
+            | Err(zk::CheckWriteError::OperationFailed { source, .. }) => Err(Error::zk(source, guard)),
+        }
     }
 }

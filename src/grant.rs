@@ -8,7 +8,7 @@ use tracing::{info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::fence::FencingToken;
+use crate::fence::{FencedWrite, FencingToken};
 use crate::queue::OwnedNode;
 use crate::session::{Epoch, Session};
 
@@ -175,6 +175,20 @@ impl Grant {
         };
         warn!(node = %self.path, ?reason, "grant lost");
         reason
+    }
+
+    /// Starts a ZooKeeper transaction that commits only while this grant holds (see
+    /// [`FencedWrite`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
+    /// let mut write = guard.fenced_write();
+    /// write.set_data("/app/config", b"v2", None);
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_write(&self) -> FencedWrite {
+        FencedWrite::new(self.epoch.clone(), self.path.clone())
     }
 
     /// Deletes the node, handing over to the next contender.

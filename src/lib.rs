@@ -51,6 +51,7 @@
 //! - [`Error`]: the one error type.
 #![warn(missing_docs)]
 
+mod election;
 mod error;
 mod fence;
 mod grant;
@@ -59,8 +60,9 @@ mod path;
 mod queue;
 pub mod session;
 
+pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
-pub use fence::FencingToken;
+pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
 pub use mutex::{OwnedZkMutexGuard, ZkMutex, ZkMutexGuard};
 pub use path::ZkPath;

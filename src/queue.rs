@@ -80,6 +80,10 @@ impl Queue {
         &self.root
     }
 
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
     /// Enqueues a node of kind `names[kind]` carrying `data` and waits, as `wait` allows, until
     /// `rule` says it holds. `Ok(None)`: not granted in time (its node is removed).
     ///
@@ -202,7 +206,6 @@ impl Queue {
             match self.wait_gone(epoch, &watched, wait).await? {
                 WaitOutcome::TimedOut => return Ok(false),
                 WaitOutcome::Gone => {
-                    debug!(watched = %watched.name, "wakeup");
                     queue.retain(|c| c.name != watched.name);
                     let at = queue.iter().position(|c| c.name == ours.name).expect("ours is still listed");
                     if (rule.decide)(&queue, at) == Decision::Hold {
@@ -210,6 +213,7 @@ impl Queue {
                     }
                 }
             }
+            debug!("listing again");
             queue = live(sorted_contenders(&self.list(epoch).await?, rule.names));
         }
     }
@@ -238,20 +242,17 @@ impl Queue {
                         Wait::No | Wait::Forever => std::future::pending().await,
                     }
                 };
-                tokio::select! {
-                    event = watcher.changed() => match event.event_type {
-                        zk::EventType::NodeDeleted => return Ok(WaitOutcome::Gone),
-                        zk::EventType::Session => match event.session_state {
-                            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed => {
-                                return Err(Error::SessionExpired)
-                            }
-                            _ => continue,
-                        },
-                        // Data changed (or re-created): keep watching.
-                        _ => continue,
-                    },
+                let event = tokio::select! {
+                    event = watcher.changed() => event,
                     _ = epoch.ended() => return Err(Error::SessionExpired),
                     _ = deadline => return Ok(WaitOutcome::TimedOut),
+                };
+                debug!(event = ?event.event_type, "watch fired");
+                match (event.event_type, event.session_state) {
+                    (zk::EventType::NodeDeleted, _) => return Ok(WaitOutcome::Gone),
+                    (zk::EventType::Session, state) if state.is_terminated() => return Err(Error::SessionExpired),
+                    // Data changed, or a session event we outlive: keep watching.
+                    _ => continue,
                 }
             }
         }
@@ -372,6 +373,13 @@ impl CreateTask {
                 Ok((stat, sequence)) => {
                     let path = format!("{}{}", self.prefix, sequence);
                     let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                    // A grant stands for the session it was made on, and only that one.
+                    if stat.ephemeral_owner != self.epoch.id() {
+                        return Err(Error::Zk(zk::Error::UnexpectedError(format!(
+                            "{} is owned by session {:#x}, not ours",
+                            node.path, stat.ephemeral_owner
+                        ))));
+                    }
                     let name = node.path[root.len() + 1..].to_owned();
                     let contender = Contender::parse(&name, &names).ok_or_else(|| {
                         Error::Zk(zk::Error::UnexpectedError(format!("unparsable node name {name}")))
