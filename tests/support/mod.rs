@@ -1,0 +1,125 @@
+//! Shared helpers of the integration tests: a server per test (or `ZK_CONNECT`), sessions in
+//! a fresh chroot, a counter of the library's tracing events, and waits on ZooKeeper events.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+use zk_recipes::{Session, SessionOptions};
+use zk_testcontainers::{chroot, scaled, test_server, TestZk};
+
+pub mod proxy;
+
+/// A ZooKeeper for one test and a chroot of its own on it.
+pub struct Zk {
+    pub server: TestZk,
+    /// `host:port/zk-tests/<name>-<unique>`.
+    pub connect: String,
+}
+
+impl Zk {
+    pub async fn start(name: &str) -> Zk {
+        init_tracing();
+        let server = test_server().await.expect("a ZooKeeper server for the test");
+        let connect = chroot(&server.connect_string(), name).await.expect("a chroot");
+        Zk { server, connect }
+    }
+
+    pub fn options(&self) -> SessionOptions {
+        SessionOptions::new(self.connect.clone())
+            .session_timeout(Duration::from_secs(4))
+            .connection_timeout(scaled(Duration::from_secs(10)))
+    }
+
+    pub async fn session(&self) -> Session {
+        Session::connect(self.options()).await.expect("session")
+    }
+
+    /// A raw client in the test's chroot, for checks made behind the library's back.
+    pub async fn raw(&self) -> zookeeper_client::Client {
+        zookeeper_client::Client::connect(&self.connect).await.expect("raw client")
+    }
+}
+
+/// Waits until `path` has exactly `n` children, on watch events (no polling loop with sleeps).
+pub async fn wait_children(client: &zookeeper_client::Client, path: &str, n: usize) {
+    let wait = async {
+        loop {
+            let (children, _, watcher) = client.get_and_watch_children(path).await.expect("list children");
+            if children.len() == n {
+                return;
+            }
+            watcher.changed().await;
+        }
+    };
+    tokio::time::timeout(scaled(Duration::from_secs(30)), wait)
+        .await
+        .unwrap_or_else(|_| panic!("{path} never had {n} children"));
+}
+
+/// Runs `fut` with the scaled default test timeout.
+pub async fn within<T>(what: &str, secs: u64, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(scaled(Duration::from_secs(secs)), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// Counts the library's tracing events by message, for tests that count wake-ups.
+#[derive(Clone, Default)]
+pub struct EventCounter(Arc<Mutex<HashMap<String, usize>>>);
+
+impl EventCounter {
+    pub fn get(&self, message: &str) -> usize {
+        self.0.lock().unwrap().get(message).copied().unwrap_or(0)
+    }
+}
+
+static COUNTER: OnceLock<EventCounter> = OnceLock::new();
+
+/// The process-wide counter (each nextest test runs in its own process).
+pub fn events() -> EventCounter {
+    init_tracing();
+    COUNTER.get().unwrap().clone()
+}
+
+struct CountLayer(EventCounter);
+
+struct MessageVisitor(Option<String>);
+
+impl Visit for MessageVisitor {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for CountLayer {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if !event.metadata().target().starts_with("zk_recipes") {
+            return;
+        }
+        let mut visitor = MessageVisitor(None);
+        event.record(&mut visitor);
+        if let Some(message) = visitor.0 {
+            *self.0 .0.lock().unwrap().entry(message).or_default() += 1;
+        }
+    }
+}
+
+fn init_tracing() {
+    COUNTER.get_or_init(|| {
+        let counter = EventCounter::default();
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_test_writer()
+            .with_filter(tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into()));
+        let count = CountLayer(counter.clone()).with_filter(tracing_subscriber::filter::LevelFilter::DEBUG);
+        let _ = tracing_subscriber::registry().with(fmt).with(count).try_init();
+        counter
+    });
+}
