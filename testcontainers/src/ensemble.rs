@@ -1,0 +1,311 @@
+//! A ZooKeeper ensemble: N members on a private Docker network.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::server::{four_letter_at, launch, Launch, POLL_INTERVAL, POLL_TIMEOUT};
+use crate::{docker, image, scaled, HarnessError, ServerMode, ServerOptions, ZkMember};
+
+/// An ensemble of N members (typically 3 or 5) on a private Docker network, where members
+/// address each other by container name. Each member's client port is published on
+/// `127.0.0.1`. The containers, then the network, are removed when this value is dropped
+/// (also when the test panics).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_testcontainers::{scaled, ZkEnsemble};
+///
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// let ensemble = ZkEnsemble::start(3).await?;
+/// let client = zookeeper_client::Client::connect(&ensemble.connect_string()).await.unwrap();
+/// let leader = ensemble.leader().await?;
+/// ensemble.member(leader).kill().await?;
+/// ensemble.wait_for_quorum(scaled(Duration::from_secs(30))).await?; // a new leader
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    // Dropped in order: each container is removed, and the network (owned by testcontainers,
+    // shared by the containers) goes when the last container has been removed.
+    members: Vec<ZkMember>,
+    network: String,
+}
+
+impl ZkEnsemble {
+    /// Starts an ensemble of `n` members with the default [`ServerOptions`] and waits for a
+    /// quorum with a leader.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(5).await?;
+    /// assert_eq!(ensemble.len(), 5);
+    /// # Ok(()) }
+    /// ```
+    pub async fn start(n: usize) -> Result<ZkEnsemble, HarnessError> {
+        Self::start_with(n, ServerOptions::default()).await
+    }
+
+    /// Starts an ensemble of `n` members (1 to 9) with the given options and waits for a
+    /// quorum with a leader, within the options' startup timeout.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zk_testcontainers::{ServerOptions, ZkEnsemble};
+    ///
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let opts = ServerOptions::default().with_startup_timeout(Duration::from_secs(120));
+    /// let ensemble = ZkEnsemble::start_with(3, opts).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_with(n: usize, opts: ServerOptions) -> Result<ZkEnsemble, HarnessError> {
+        if !(1..=9).contains(&n) {
+            return Err(HarnessError::Config(format!(
+                "an ensemble needs 1 to 9 members, not {n}"
+            )));
+        }
+        let image = opts.image.clone().unwrap_or_else(image::configured_image);
+        image::prepare(&image).await?;
+        let base = docker::unique_name();
+        let network = format!("{base}-net");
+        let names: Vec<String> = (1..=n).map(|id| format!("{base}-{id}")).collect();
+        let servers = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("server.{}={name}:2888:3888;2181", i + 1))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut members = Vec::with_capacity(n);
+        for (i, name) in names.into_iter().enumerate() {
+            members.push(
+                launch(Launch {
+                    opts: &opts,
+                    image: &image,
+                    name,
+                    network: Some(&network),
+                    member: Some((i as u32 + 1, &servers)),
+                })
+                .await?,
+            );
+        }
+        let ensemble = ZkEnsemble { members, network };
+        let deadline = Instant::now() + scaled(opts.startup_timeout);
+        for member in &ensemble.members {
+            member
+                .wait_until_up(deadline.saturating_duration_since(Instant::now()))
+                .await?;
+        }
+        ensemble
+            .wait_for_quorum(deadline.saturating_duration_since(Instant::now()))
+            .await?;
+        Ok(ensemble)
+    }
+
+    /// All members' connect strings, comma-separated: `127.0.0.1:p1,127.0.0.1:p2,...`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// assert_eq!(ensemble.connect_string().split(',').count(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn connect_string(&self) -> String {
+        self.members
+            .iter()
+            .map(ZkMember::connect_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Member `i` (0-based; its ZooKeeper server id is `i + 1`).
+    ///
+    /// # Panics
+    /// If `i >= self.len()`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// ensemble.member(2).disconnect().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn member(&self, i: usize) -> &ZkMember {
+        &self.members[i]
+    }
+
+    /// All members, in server-id order.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// for member in ensemble.members() {
+    ///     println!("{}", member.connect_string());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn members(&self) -> &[ZkMember] {
+        &self.members
+    }
+
+    /// Number of members.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// assert_eq!(ensemble.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Always `false`: an ensemble has at least one member.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// assert!(!ensemble.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Name of the ensemble's private Docker network.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// println!("docker network inspect {}", ensemble.network_name());
+    /// # Ok(()) }
+    /// ```
+    pub fn network_name(&self) -> &str {
+        &self.network
+    }
+
+    /// Every member's [`ServerMode`] right now (asked concurrently with `srvr`), or the
+    /// error that kept it from answering (stopped, paused, disconnected...).
+    ///
+    /// ```no_run
+    /// use zk_testcontainers::ServerMode;
+    ///
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// let leaders = ensemble
+    ///     .modes()
+    ///     .await
+    ///     .into_iter()
+    ///     .filter(|m| matches!(m, Ok(ServerMode::Leader)))
+    ///     .count();
+    /// assert_eq!(leaders, 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn modes(&self) -> Vec<Result<ServerMode, HarnessError>> {
+        let limit = scaled(POLL_TIMEOUT);
+        let mut tasks = JoinSet::new();
+        for (i, member) in self.members.iter().enumerate() {
+            let port = member.host_port();
+            tasks.spawn(async move {
+                let mode = four_letter_at(port, "srvr", limit).await.and_then(|answer| {
+                    ServerMode::parse(&answer).ok_or_else(|| {
+                        HarnessError::Container(format!("no Mode in the srvr answer {answer:?}"))
+                    })
+                });
+                (i, mode)
+            });
+        }
+        let mut modes: Vec<Result<ServerMode, HarnessError>> = (0..self.members.len())
+            .map(|_| Err(HarnessError::Quorum("not asked".into())))
+            .collect();
+        while let Some(done) = tasks.join_next().await {
+            if let Ok((i, mode)) = done {
+                modes[i] = mode;
+            }
+        }
+        modes
+    }
+
+    /// Index of the current leader: the one member whose `srvr` says `Mode: leader`. Asks
+    /// once, without waiting; fails with [`HarnessError::Quorum`] if no member, or more than
+    /// one, claims to lead (e.g. during an election: see
+    /// [`wait_for_quorum`](Self::wait_for_quorum)).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// let leader = ensemble.leader().await?;
+    /// println!("leader: server id {:?}", ensemble.member(leader).server_id());
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader(&self) -> Result<usize, HarnessError> {
+        let modes = self.modes().await;
+        let leaders: Vec<usize> = leaders(&modes);
+        match leaders.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(HarnessError::Quorum(format!(
+                "no member is leader: {}",
+                self.describe(&modes)
+            ))),
+            _ => Err(HarnessError::Quorum(format!(
+                "several members claim to lead: {}",
+                self.describe(&modes)
+            ))),
+        }
+    }
+
+    /// Waits until exactly one member leads and a majority of members serve (leader plus
+    /// followers). `timeout` is used as given: wrap it in [`scaled`](crate::scaled).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zk_testcontainers::scaled;
+    ///
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// ensemble.member(0).stop().await?;
+    /// ensemble.member(0).start_again().await?;
+    /// ensemble.wait_for_quorum(scaled(Duration::from_secs(30))).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_quorum(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        let majority = self.members.len() / 2 + 1;
+        loop {
+            let modes = self.modes().await;
+            let serving = modes
+                .iter()
+                .filter(|m| matches!(m, Ok(ServerMode::Leader | ServerMode::Follower)))
+                .count();
+            if leaders(&modes).len() == 1 && serving >= majority {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(HarnessError::Timeout(format!(
+                    "no quorum with one leader within {timeout:?}: {}",
+                    self.describe(&modes)
+                )));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn describe(&self, modes: &[Result<ServerMode, HarnessError>]) -> String {
+        let mut out = String::new();
+        for (i, (member, mode)) in self.members.iter().zip(modes).enumerate() {
+            let _ = match mode {
+                Ok(mode) => write!(out, "[{i}] {}: {mode}; ", member.container_name()),
+                Err(e) => write!(out, "[{i}] {}: {e}; ", member.container_name()),
+            };
+        }
+        out.trim_end_matches("; ").to_owned()
+    }
+}
+
+fn leaders(modes: &[Result<ServerMode, HarnessError>]) -> Vec<usize> {
+    modes
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Ok(ServerMode::Leader)))
+        .map(|(i, _)| i)
+        .collect()
+}

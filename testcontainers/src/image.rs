@@ -1,0 +1,195 @@
+//! Which image runs ZooKeeper, and building the default one when it is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use testcontainers::bollard::Docker;
+
+use crate::{docker, HarnessError};
+
+/// The image built by `image/build.sh`: ZooKeeper 3.8 from Debian, no registry needed.
+pub const DEFAULT_IMAGE: &str = "zk-recipes/zookeeper:3.8";
+
+/// Name of the variable that selects another image (e.g. the official `zookeeper:3.8`).
+pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
+
+/// The image the harness runs: `ZK_IMAGE` if set, else [`DEFAULT_IMAGE`].
+///
+/// Besides the default image, the official `zookeeper` image works too: the harness passes
+/// its settings both as `ZK_*` (default image) and `ZOO_*` (official image) variables.
+///
+/// ```
+/// // With ZK_IMAGE unset:
+/// # if std::env::var_os("ZK_IMAGE").is_none() {
+/// assert_eq!(zk_testcontainers::configured_image(), zk_testcontainers::DEFAULT_IMAGE);
+/// # }
+/// ```
+pub fn configured_image() -> String {
+    std::env::var(ZK_IMAGE_VAR)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_owned())
+}
+
+/// Makes sure `image` is present locally, building [`DEFAULT_IMAGE`] with `image/build.sh`
+/// if that is the one missing. Never pulls.
+///
+/// Parallel test processes (nextest runs each test in its own process) serialise the build
+/// with a file lock, so the image is built once; the others wait and then reuse it.
+/// Starting a server calls this; call it yourself to build the image ahead of a test run.
+/// Any other missing image is reported as [`HarnessError::ImageMissing`] (when starting a
+/// server, the harness instead lets Docker pull it, if a registry is reachable).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// zk_testcontainers::ensure_image(zk_testcontainers::DEFAULT_IMAGE).await?;
+/// # Ok(()) }
+/// ```
+pub async fn ensure_image(image: &str) -> Result<(), HarnessError> {
+    if prepare(image).await? {
+        Ok(())
+    } else {
+        Err(HarnessError::ImageMissing {
+            image: image.to_owned(),
+            reason: format!("it is not present locally; run `docker pull {image}`"),
+        })
+    }
+}
+
+/// Whether `image` is available locally after building the default image if needed.
+pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
+    let docker = docker::client().await?;
+    if present(&docker, image).await? {
+        return Ok(true);
+    }
+    if image != DEFAULT_IMAGE {
+        return Ok(false);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("image/build.sh");
+    tokio::task::spawn_blocking(move || build_locked(&script))
+        .await
+        .map_err(|e| HarnessError::ImageBuild(format!("build task failed: {e}")))??;
+    if present(&docker, image).await? {
+        Ok(true)
+    } else {
+        Err(HarnessError::ImageBuild(format!(
+            "build.sh succeeded but {image} is still not listed by Docker"
+        )))
+    }
+}
+
+async fn present(docker: &Docker, image: &str) -> Result<bool, HarnessError> {
+    match docker.inspect_image(image).await {
+        Ok(_) => Ok(true),
+        Err(testcontainers::bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }) => Ok(false),
+        Err(e) => Err(HarnessError::docker(format!("inspecting image {image}"), e)),
+    }
+}
+
+/// Runs `build.sh` holding an exclusive lock on a well-known file. The script reuses an
+/// existing image, so whoever waited for the lock finds the image built and returns at once.
+fn build_locked(script: &Path) -> Result<(), HarnessError> {
+    if !script.is_file() {
+        return Err(HarnessError::ImageBuild(format!(
+            "{DEFAULT_IMAGE} is missing and its build script {} does not exist; \
+             set ZK_IMAGE to an image you have",
+            script.display()
+        )));
+    }
+    let lock = lock_path();
+    let _guard = FileLock::acquire(&lock).map_err(|e| {
+        HarnessError::ImageBuild(format!("cannot lock {}: {e}", lock.display()))
+    })?;
+    eprintln!(
+        "zk-testcontainers: {DEFAULT_IMAGE} is missing; building it with {} (about a minute)",
+        script.display()
+    );
+    let output = Command::new("bash")
+        .arg(script)
+        .env("ZK_IMAGE_TAG", DEFAULT_IMAGE)
+        .output()
+        .map_err(|e| HarnessError::ImageBuild(format!("cannot run {}: {e}", script.display())))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let mut log = String::from_utf8_lossy(&output.stdout).into_owned();
+    log.push_str(&String::from_utf8_lossy(&output.stderr));
+    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(HarnessError::ImageBuild(format!(
+        "{} exited with {}; last output:\n{}",
+        script.display(),
+        output.status,
+        tail.join("\n")
+    )))
+}
+
+fn lock_path() -> PathBuf {
+    std::env::temp_dir().join("zk-testcontainers-image-build.lock")
+}
+
+/// An exclusive `flock(2)` on a file, released when dropped (or when the process dies).
+struct FileLock {
+    _file: std::fs::File,
+}
+
+impl FileLock {
+    fn acquire(path: &Path) -> std::io::Result<FileLock> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            loop {
+                // SAFETY: flock on a file descriptor we own; no memory is involved.
+                let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+                if rc == 0 {
+                    break;
+                }
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+        Ok(FileLock { _file: file })
+    }
+}
+
+/// Splits `repo[:tag]` into name and tag (a registry port is not a tag).
+pub(crate) fn split_reference(image: &str) -> (&str, &str) {
+    match image.rfind(':') {
+        Some(i) if !image[i..].contains('/') => (&image[..i], &image[i + 1..]),
+        _ => (image, "latest"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_reference;
+
+    #[test]
+    fn references() {
+        assert_eq!(split_reference("zookeeper"), ("zookeeper", "latest"));
+        assert_eq!(split_reference("zookeeper:3.8"), ("zookeeper", "3.8"));
+        assert_eq!(
+            split_reference("zk-recipes/zookeeper:3.8"),
+            ("zk-recipes/zookeeper", "3.8")
+        );
+        assert_eq!(
+            split_reference("localhost:5000/zookeeper"),
+            ("localhost:5000/zookeeper", "latest")
+        );
+        assert_eq!(
+            split_reference("localhost:5000/zookeeper:3.9"),
+            ("localhost:5000/zookeeper", "3.9")
+        );
+    }
+}

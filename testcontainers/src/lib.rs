@@ -1,0 +1,80 @@
+//! Real ZooKeeper servers and ensembles in Docker, for tests, with fault injection.
+//!
+//! The harness of zk-recipes' integration tests, usable by anyone testing ZooKeeper code.
+//! It runs real ZooKeeper 3.8 servers, not a fake, and lets a test break them in the ways
+//! production breaks: kill, graceful stop and restart, freeze (`docker pause`), network
+//! cuts, session expiry.
+//!
+//! # A server per test
+//!
+//! ```no_run
+//! use zk_testcontainers::{chroot, test_server};
+//! use zookeeper_client::{Acls, Client, CreateMode};
+//!
+//! #[tokio::test]
+//! async fn creates_and_reads() {
+//!     // ZK_CONNECT, if set, else a fresh container (removed when `zk` drops).
+//!     let zk = test_server().await.unwrap();
+//!     // A private directory, so that tests sharing a server do not meet.
+//!     let root = chroot(&zk.connect_string(), "creates_and_reads").await.unwrap();
+//!     let client = Client::connect(&root).await.unwrap();
+//!     let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+//!     client.create("/a", b"1", &options).await.unwrap();
+//!     assert_eq!(client.get_data("/a").await.unwrap().0, b"1");
+//! }
+//! ```
+//!
+//! # Faults
+//!
+//! [`ZkServer`] (standalone) and each [`ZkMember`] of a [`ZkEnsemble`] offer
+//! [`stop`](ZkMember::stop) / [`start_again`](ZkMember::start_again) (same data, same
+//! connect string), [`kill`](ZkMember::kill), [`pause`](ZkMember::pause) /
+//! [`unpause`](ZkMember::unpause), [`disconnect`](ZkMember::disconnect) /
+//! [`reconnect`](ZkMember::reconnect) and [`four_letter`](ZkMember::four_letter) words.
+//! [`expire_session`] expires a client's session on demand.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_testcontainers::{scaled, ZkEnsemble};
+//!
+//! # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+//! let ensemble = ZkEnsemble::start(3).await?;
+//! let leader = ensemble.leader().await?;
+//! ensemble.member(leader).kill().await?;
+//! ensemble.wait_for_quorum(scaled(Duration::from_secs(30))).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Environment
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `ZK_CONNECT` | [`test_server`] returns this connect string instead of starting a container; ensemble tests cannot run ([`ensemble_unavailable_reason`]) |
+//! | `ZK_IMAGE` | image to run (default [`DEFAULT_IMAGE`]; the official `zookeeper` image works too) |
+//! | `ZK_TEST_TIMEOUT_SCALE` | multiplies every timeout ([`scaled`]), e.g. `3` on a slow CI machine |
+//!
+//! # Docker
+//!
+//! Containers are created through `testcontainers` (the harness's own `bollard` calls go
+//! through the same client) on the local Docker Engine. Images are never pulled when present;
+//! the default image is built locally from Debian packages by `image/build.sh` the first time
+//! it is needed (once, even with many test processes). Each server publishes only its client
+//! port, on `127.0.0.1`, at a host port fixed for its lifetime. Everything is removed when the
+//! handles drop; what a killed test process leaves behind is removed by the next run.
+
+mod docker;
+mod ensemble;
+mod env;
+mod error;
+mod image;
+mod server;
+mod session;
+
+pub use ensemble::ZkEnsemble;
+pub use env::{
+    ensemble_unavailable_reason, scaled, test_server, TestZk, TIMEOUT_SCALE_VAR, ZK_CONNECT_VAR,
+};
+pub use error::HarnessError;
+pub use image::{configured_image, ensure_image, DEFAULT_IMAGE, ZK_IMAGE_VAR};
+pub use server::{ServerMode, ServerOptions, ZkMember, ZkServer};
+pub use session::{chroot, expire_session, CHROOT_ROOT};

@@ -1,0 +1,145 @@
+//! Session-level helpers: expiring a session on demand, and a fresh chroot per test.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use zookeeper_client::{Acls, Client, CreateMode, SessionInfo};
+
+use crate::{scaled, HarnessError};
+
+/// Root under which [`chroot`] creates per-test directories.
+pub const CHROOT_ROOT: &str = "/zk-tests";
+
+/// Expires a live client's session now, the way ZooKeeper's own tests do: attaches a second
+/// connection with the same session id and password, then closes that connection, which
+/// closes the session on the server. Returns once the server confirms the session is gone
+/// (a reattach attempt is answered "session expired"); the original client then observes
+/// `SessionState::Expired` at its next contact with the server.
+///
+/// ```no_run
+/// use zookeeper_client::{Client, SessionState};
+///
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// let server = zk_testcontainers::ZkServer::start().await?;
+/// let client = Client::connect(&server.connect_string()).await.unwrap();
+/// let mut states = client.state_watcher();
+/// zk_testcontainers::expire_session(&server.connect_string(), client.session()).await?;
+/// while states.changed().await != SessionState::Expired {}
+/// # Ok(()) }
+/// ```
+pub async fn expire_session(
+    connect_string: &str,
+    session: &SessionInfo,
+) -> Result<(), HarnessError> {
+    let limit = scaled(Duration::from_secs(30));
+    let deadline = Instant::now() + limit;
+    let mut last: String;
+    loop {
+        // First round: take the session over and close it. Later rounds: check it is gone;
+        // if the original client won it back in between, this closes it once more.
+        let attempt = Client::connector()
+            .with_session(session.clone())
+            .with_fail_eagerly()
+            .connect(connect_string);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, attempt).await {
+            Ok(Err(zookeeper_client::Error::SessionExpired)) => return Ok(()),
+            Ok(Ok(hijacker)) => {
+                // Dropping the only handle of a non-detached client closes its session.
+                drop(hijacker);
+                last = "the session was still alive; closed it".into();
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = "connecting timed out".into(),
+        }
+        if Instant::now() >= deadline {
+            return Err(HarnessError::Timeout(format!(
+                "session {:?} still not expired after {limit:?} at {connect_string} ({last})",
+                session.id()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Creates a fresh, empty directory `/zk-tests/<name>-<unique>` on the server and returns
+/// the connect string rooted there, `"<connect_string>/zk-tests/<name>-<unique>"`. Tests
+/// that share a server (e.g. through `ZK_CONNECT`) then cannot see each other's nodes.
+///
+/// A chroot already in `connect_string` is kept: the directory is created below it.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// let zk = zk_testcontainers::test_server().await?;
+/// let root = zk_testcontainers::chroot(&zk.connect_string(), "lock-fairness").await?;
+/// let client = zookeeper_client::Client::connect(&root).await.unwrap();
+/// // "/" is now /zk-tests/lock-fairness-<unique> on the server.
+/// # Ok(()) }
+/// ```
+pub async fn chroot(connect_string: &str, name: &str) -> Result<String, HarnessError> {
+    let (hosts, base) = match connect_string.find('/') {
+        Some(i) => (&connect_string[..i], connect_string[i..].trim_end_matches('/')),
+        None => (connect_string, ""),
+    };
+    let path = format!("{base}{CHROOT_ROOT}/{}-{}", sanitize(name), unique_suffix());
+    let limit = scaled(Duration::from_secs(30));
+    let work = async {
+        let client = Client::connect(hosts)
+            .await
+            .map_err(|e| HarnessError::Zk(format!("connecting to {hosts}"), e))?;
+        client
+            .mkdir(&path, &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+            .await
+            .map_err(|e| HarnessError::Zk(format!("creating {path} on {hosts}"), e))
+    };
+    tokio::time::timeout(limit, work).await.map_err(|_| {
+        HarnessError::Timeout(format!("creating {path} on {hosts} took over {limit:?}"))
+    })??;
+    Ok(format!("{hosts}{path}"))
+}
+
+fn sanitize(name: &str) -> String {
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c == '/' || c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if name.is_empty() || name == "." || name == ".." {
+        format!("test{name}")
+    } else {
+        name
+    }
+}
+
+/// Unique across processes and calls: pid, a counter, and the clock.
+fn unique_suffix() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{:x}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+        nanos & 0xffff_ffff
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_made_safe() {
+        assert_eq!(sanitize("a/b c"), "a_b_c");
+        assert_eq!(sanitize(""), "test");
+        assert_eq!(sanitize(".."), "test..");
+        assert_ne!(unique_suffix(), unique_suffix());
+    }
+}

@@ -1,0 +1,154 @@
+//! The harness against real standalone servers: each test asserts what a ZooKeeper client
+//! actually observes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{connect, container_exists, eventually, wait_for_state, PERSISTENT};
+use zk_testcontainers::{expire_session, scaled, ServerMode, ZkServer};
+use zookeeper_client::SessionState;
+
+#[tokio::test]
+async fn server_answers_create_and_read() {
+    let server = ZkServer::start().await.unwrap();
+    assert_eq!(server.mode().await.unwrap(), ServerMode::Standalone);
+    assert!(server.four_letter("ruok").await.unwrap().contains("imok"));
+
+    let root = zk_testcontainers::chroot(&server.connect_string(), "create and read")
+        .await
+        .unwrap();
+    assert!(root.starts_with(&format!("{}/zk-tests/create_and_read-", server.connect_string())));
+    let client = connect(&root, Duration::from_secs(10)).await;
+    client.create("/greeting", b"hello", &PERSISTENT).await.unwrap();
+    let (data, stat) = client.get_data("/greeting").await.unwrap();
+    assert_eq!(data, b"hello");
+    assert_eq!(stat.version, 0);
+    // The chroot is real: the node lives under it on the server.
+    let plain = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    let under = root.trim_start_matches(&server.connect_string());
+    let (data, _) = plain.get_data(&format!("{under}/greeting")).await.unwrap();
+    assert_eq!(data, b"hello");
+}
+
+#[tokio::test]
+async fn paused_server_disconnects_client_and_unpause_reconnects_it() {
+    let server = ZkServer::start().await.unwrap();
+    // Detection takes 2/5 of the session timeout, and the session must outlive the pause:
+    // the server expires it on waking up otherwise. So: no slow checks while frozen.
+    let client = connect(&server.connect_string(), Duration::from_secs(8)).await;
+    let session = client.session_id();
+    let mut states = client.state_watcher();
+
+    server.pause().await.unwrap();
+    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(15))).await;
+
+    server.unpause().await.unwrap();
+    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(15))).await;
+    assert_eq!(client.session_id(), session);
+    client.create("/after-pause", b"", &PERSISTENT).await.unwrap();
+}
+
+#[tokio::test]
+async fn expire_session_expires_the_clients_session() {
+    let server = ZkServer::start().await.unwrap();
+    // Long enough that it cannot expire by itself during the test.
+    let client = connect(&server.connect_string(), Duration::from_secs(30)).await;
+    let mut states = client.state_watcher();
+    client.create("/before", b"", &PERSISTENT).await.unwrap();
+
+    expire_session(&server.connect_string(), client.session()).await.unwrap();
+    wait_for_state(&mut states, SessionState::Expired, scaled(Duration::from_secs(15))).await;
+    assert!(matches!(
+        client.get_data("/before").await,
+        Err(zookeeper_client::Error::SessionExpired)
+    ));
+}
+
+#[tokio::test]
+async fn stop_and_start_again_keep_connect_string_data_and_session() {
+    let server = ZkServer::start().await.unwrap();
+    let connect_string = server.connect_string();
+    let client = connect(&connect_string, Duration::from_secs(20)).await;
+    let session = client.session_id();
+    let mut states = client.state_watcher();
+    client.create("/durable", b"kept", &PERSISTENT).await.unwrap();
+
+    server.stop().await.unwrap();
+    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(10))).await;
+    assert!(server.four_letter("ruok").await.is_err(), "a stopped server answered");
+
+    server.start_again().await.unwrap();
+    assert_eq!(server.connect_string(), connect_string);
+    // The old client finds the server at the same address and resumes its session.
+    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(20))).await;
+    assert_eq!(client.session_id(), session);
+    let (data, _) = eventually("reading /durable", scaled(Duration::from_secs(10)), || {
+        client.get_data("/durable")
+    })
+    .await;
+    assert_eq!(data, b"kept");
+}
+
+#[tokio::test]
+async fn kill_and_start_again_keep_data() {
+    let server = ZkServer::start().await.unwrap();
+    let client = connect(&server.connect_string(), Duration::from_secs(20)).await;
+    client.create("/survivor", b"1", &PERSISTENT).await.unwrap();
+
+    server.kill().await.unwrap();
+    assert!(server.four_letter("ruok").await.is_err(), "a killed server answered");
+    server.start_again().await.unwrap();
+    let fresh = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    assert_eq!(fresh.get_data("/survivor").await.unwrap().0, b"1");
+}
+
+#[tokio::test]
+async fn disconnect_cuts_the_client_and_reconnect_restores_it() {
+    let server = ZkServer::start().await.unwrap();
+    let client = connect(&server.connect_string(), Duration::from_secs(20)).await;
+    let session = client.session_id();
+    let mut states = client.state_watcher();
+
+    server.disconnect().await.unwrap();
+    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(10))).await;
+    assert!(
+        server.four_letter("ruok").await.is_err(),
+        "the host port still answers while disconnected"
+    );
+
+    server.reconnect().await.unwrap();
+    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(20))).await;
+    assert_eq!(client.session_id(), session);
+    client.create("/after-reconnect", b"", &PERSISTENT).await.unwrap();
+}
+
+/// The container goes away with its handle, also when the owner panics.
+#[tokio::test]
+async fn container_is_removed_on_drop_and_on_panic() {
+    let server = ZkServer::start().await.unwrap();
+    let name = server.container_name().to_owned();
+    assert!(container_exists(&name).await);
+    drop(server);
+    assert!(!container_exists(&name).await, "{name} survived its handle");
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let server = ZkServer::start().await.unwrap();
+        tx.send(server.container_name().to_owned()).unwrap();
+        panic!("deliberate panic with a live server");
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let name = rx.await.unwrap();
+    assert!(!container_exists(&name).await, "{name} survived a panic");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_on_a_multi_thread_runtime() {
+    let server = ZkServer::start().await.unwrap();
+    let name = server.container_name().to_owned();
+    let client = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    client.create("/mt", b"", &PERSISTENT).await.unwrap();
+    drop(server);
+    assert!(!container_exists(&name).await, "{name} survived its handle");
+}
