@@ -60,14 +60,23 @@ impl Config {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let workers: usize = flag("--workers").map(|w| w.parse().expect("--workers N")).unwrap_or(3);
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let workers: usize = flag("--workers")
+        .map(|w| w.parse().expect("--workers N"))
+        .unwrap_or(3);
     let _server;
     let connect = match std::env::var("ZK_CONNECT") {
         Ok(connect) => connect,
         Err(_) => {
             println!("starting ZooKeeper in Docker (zk-testcontainers; builds the image on first use)...");
-            let server = ZkServer::start().await.unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
+            let server = ZkServer::start()
+                .await
+                .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
             let connect = server.connect_string();
             _server = server;
             connect
@@ -76,7 +85,10 @@ async fn main() {
     println!("ZooKeeper at {connect}");
     if let Some(id) = flag("--id") {
         // One worker in this process, until killed; run several to watch them take over.
-        let config = Arc::new(Config { connect, root: "/demo".into() });
+        let config = Arc::new(Config {
+            connect,
+            root: "/demo".into(),
+        });
         let (elected_tx, _) = watch::channel(None);
         run_worker(id, config, Arc::default(), elected_tx).await;
         return;
@@ -90,7 +102,14 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     let board = Arc::new(Board::default());
     let (elected_tx, mut elected_rx) = watch::channel::<Option<Elected>>(None);
     let mut tasks: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
-    let spawn = |id: String| tokio::spawn(run_worker(id, config.clone(), board.clone(), elected_tx.clone()));
+    let spawn = |id: String| {
+        tokio::spawn(run_worker(
+            id,
+            config.clone(),
+            board.clone(),
+            elected_tx.clone(),
+        ))
+    };
     for i in 0..workers {
         let id = format!("w{i}");
         tasks.insert(id.clone(), spawn(id));
@@ -98,13 +117,18 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     let started = Instant::now();
     let mut terms = Vec::new();
     let first = wait_leader(&mut elected_rx, None, Duration::from_secs(30)).await;
-    let Some(first) = first else { return fail_code("no leader was elected within 30 s") };
+    let Some(first) = first else {
+        return fail_code("no leader was elected within 30 s");
+    };
     terms.push(first.clone());
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Failover 1: the leader dies without resigning (its session closed abruptly).
     let leader = current(&elected_rx);
-    println!("\n*** killing leader {} (term {}): session closed, task aborted", leader.worker, leader.term);
+    println!(
+        "\n*** killing leader {} (term {}): session closed, task aborted",
+        leader.worker, leader.term
+    );
     let killed_at = Instant::now();
     if let Some(task) = tasks.remove(&leader.worker) {
         task.abort();
@@ -113,7 +137,9 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     if let Some(session) = session {
         session.close().await;
     }
-    let Some(second) = wait_leader(&mut elected_rx, Some(leader.term), Duration::from_secs(30)).await else {
+    let Some(second) =
+        wait_leader(&mut elected_rx, Some(leader.term), Duration::from_secs(30)).await
+    else {
         return fail_code("no new leader after the kill");
     };
     let kill_failover = second.at.duration_since(killed_at);
@@ -124,14 +150,30 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
 
     // Failover 2: the new leader's session expires on the server.
     let leader = current(&elected_rx);
-    let session = board.sessions.lock().unwrap().get(&leader.worker).cloned().expect("leader's session");
-    let info = session.client().await.expect("leader's client").session().clone();
-    println!("\n*** expiring the session of leader {} (term {})", leader.worker, leader.term);
+    let session = board
+        .sessions
+        .lock()
+        .unwrap()
+        .get(&leader.worker)
+        .cloned()
+        .expect("leader's session");
+    let info = session
+        .client()
+        .await
+        .expect("leader's client")
+        .session()
+        .clone();
+    println!(
+        "\n*** expiring the session of leader {} (term {})",
+        leader.worker, leader.term
+    );
     let expired_at = Instant::now();
     if let Err(err) = expire_session(host_part(&config.connect), &info).await {
         return fail_code(&format!("could not expire the session: {err}"));
     }
-    let Some(third) = wait_leader(&mut elected_rx, Some(leader.term), Duration::from_secs(30)).await else {
+    let Some(third) =
+        wait_leader(&mut elected_rx, Some(leader.term), Duration::from_secs(30)).await
+    else {
         return fail_code("no new leader after the expiry");
     };
     let expiry_failover = third.at.duration_since(expired_at);
@@ -146,15 +188,46 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
         s.close().await;
     }
     let verdict = check_journal(&config).await;
-    println!("\n=== summary ({:.1} s) ===", started.elapsed().as_secs_f64());
-    println!("leaders (in order): {}", terms.iter().map(|e| format!("{}@term {}", e.worker, e.term)).collect::<Vec<_>>().join(" -> "));
-    println!("failover after kill (session closed):   {:>8.1} ms", kill_failover.as_secs_f64() * 1e3);
-    println!("failover after session expiry:          {:>8.1} ms", expiry_failover.as_secs_f64() * 1e3);
-    println!("fenced writes accepted: {}", board.accepted.load(Ordering::Relaxed));
-    println!("fenced writes refused:  {}", board.refused.load(Ordering::Relaxed));
+    println!(
+        "\n=== summary ({:.1} s) ===",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "leaders (in order): {}",
+        terms
+            .iter()
+            .map(|e| format!("{}@term {}", e.worker, e.term))
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    );
+    println!(
+        "failover after kill (session closed):   {:>8.1} ms",
+        kill_failover.as_secs_f64() * 1e3
+    );
+    println!(
+        "failover after session expiry:          {:>8.1} ms",
+        expiry_failover.as_secs_f64() * 1e3
+    );
+    println!(
+        "fenced writes accepted: {}",
+        board.accepted.load(Ordering::Relaxed)
+    );
+    println!(
+        "fenced writes refused:  {}",
+        board.refused.load(Ordering::Relaxed)
+    );
     match verdict {
         Ok(journal) => {
-            println!("journal: {} entries, terms {}", journal.entries, journal.terms.iter().map(u64::to_string).collect::<Vec<_>>().join(", "));
+            println!(
+                "journal: {} entries, terms {}",
+                journal.entries,
+                journal
+                    .terms
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             println!("at most one leader at a time: yes (no accepted write of an older term after a newer one)");
             0
         }
@@ -166,7 +239,12 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
 }
 
 /// A worker: campaigns, leads with fenced writes on every tick, campaigns again when lost.
-async fn run_worker(id: String, config: Arc<Config>, board: Arc<Board>, elected: watch::Sender<Option<Elected>>) {
+async fn run_worker(
+    id: String,
+    config: Arc<Config>,
+    board: Arc<Board>,
+    elected: watch::Sender<Option<Elected>>,
+) {
     let options = SessionOptions::new(config.connect.clone())
         .session_timeout(Duration::from_secs(4))
         .loss_policy(LossPolicy::Suspension);
@@ -174,12 +252,22 @@ async fn run_worker(id: String, config: Arc<Config>, board: Arc<Board>, elected:
         Ok(s) => s,
         Err(e) => return eprintln!("[{id}] cannot connect: {e}"),
     };
-    board.sessions.lock().unwrap().insert(id.clone(), session.clone());
-    let election = LeaderElection::new(&session, &config.election(), id.as_bytes()).expect("valid path");
+    board
+        .sessions
+        .lock()
+        .unwrap()
+        .insert(id.clone(), session.clone());
+    let election =
+        LeaderElection::new(&session, &config.election(), id.as_bytes()).expect("valid path");
     let mut observer = election.observer();
     let journal = config.journal();
     if let Ok(client) = session.client().await {
-        let _ = client.mkdir(&journal, &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all())).await;
+        let _ = client
+            .mkdir(
+                &journal,
+                &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
+            )
+            .await;
     }
     loop {
         let leadership = match election.campaign().await {
@@ -193,7 +281,11 @@ async fn run_worker(id: String, config: Arc<Config>, board: Arc<Board>, elected:
         };
         let term = leadership.term().as_u64();
         println!("[{id}] elected, term {term}");
-        elected.send_replace(Some(Elected { worker: id.clone(), term, at: Instant::now() }));
+        elected.send_replace(Some(Elected {
+            worker: id.clone(),
+            term,
+            at: Instant::now(),
+        }));
         let mut counter = 0u64;
         let mut ticks = tokio::time::interval(TICK);
         loop {
@@ -219,13 +311,21 @@ async fn run_worker(id: String, config: Arc<Config>, board: Arc<Board>, elected:
         }
         drop(leadership);
         if let Ok(Some(leader)) = observer.changed().await {
-            println!("[{id}] sees leader {} (term {})", String::from_utf8_lossy(&leader.info), leader.term);
+            println!(
+                "[{id}] sees leader {} (term {})",
+                String::from_utf8_lossy(&leader.info),
+                leader.term
+            );
         }
     }
 }
 
 /// Waits for a leader with a term other than `old`.
-async fn wait_leader(rx: &mut watch::Receiver<Option<Elected>>, old: Option<u64>, limit: Duration) -> Option<Elected> {
+async fn wait_leader(
+    rx: &mut watch::Receiver<Option<Elected>>,
+    old: Option<u64>,
+    limit: Duration,
+) -> Option<Elected> {
     let wait = rx.wait_for(|e| e.as_ref().is_some_and(|e| Some(e.term) != old));
     tokio::time::timeout(limit, wait).await.ok()?.ok()?.clone()
 }
@@ -242,21 +342,34 @@ struct Journal {
 /// The journal, in commit order, must never show an older term after a newer one, and each
 /// term must belong to one worker.
 async fn check_journal(config: &Config) -> Result<Journal, String> {
-    let client = zkc::Client::connect(&config.connect).await.map_err(|e| e.to_string())?;
+    let client = zkc::Client::connect(&config.connect)
+        .await
+        .map_err(|e| e.to_string())?;
     let journal = config.journal();
-    let mut names = client.list_children(&journal).await.map_err(|e| e.to_string())?;
+    let mut names = client
+        .list_children(&journal)
+        .await
+        .map_err(|e| e.to_string())?;
     names.sort();
     let mut terms: Vec<u64> = Vec::new();
     let mut owners: BTreeMap<u64, String> = BTreeMap::new();
     for name in &names {
-        let (data, _) = client.get_data(&format!("{journal}/{name}")).await.map_err(|e| e.to_string())?;
+        let (data, _) = client
+            .get_data(&format!("{journal}/{name}"))
+            .await
+            .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&data).into_owned();
         let mut parts = text.splitn(3, ':');
-        let term: u64 = parts.next().and_then(|t| t.parse().ok()).ok_or(format!("bad entry {text}"))?;
+        let term: u64 = parts
+            .next()
+            .and_then(|t| t.parse().ok())
+            .ok_or(format!("bad entry {text}"))?;
         let worker = parts.nth(1).unwrap_or_default().to_owned();
         if let Some(&last) = terms.last() {
             if term < last {
-                return Err(format!("{name}: a write of term {term} accepted after one of term {last}"));
+                return Err(format!(
+                    "{name}: a write of term {term} accepted after one of term {last}"
+                ));
             }
         }
         if owners.entry(term).or_insert_with(|| worker.clone()) != &worker {
@@ -266,7 +379,10 @@ async fn check_journal(config: &Config) -> Result<Journal, String> {
             terms.push(term);
         }
     }
-    Ok(Journal { entries: names.len(), terms })
+    Ok(Journal {
+        entries: names.len(),
+        terms,
+    })
 }
 
 fn host_part(connect: &str) -> &str {
@@ -274,7 +390,10 @@ fn host_part(connect: &str) -> &str {
 }
 
 fn now_millis() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
 }
 
 fn fail(msg: &str) -> ! {

@@ -17,7 +17,10 @@ use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
 
 /// Curator's `LeaderLatch` names its nodes `_c_{uuid}-latch-NNNNNNNNNN`; so do we.
-const RULE: Rule = Rule { names: &["latch-"], decide: exclusive };
+const RULE: Rule = Rule {
+    names: &["latch-"],
+    decide: exclusive,
+};
 
 /// Leader election on a ZooKeeper path: candidates queue like [`ZkMutex`](crate::ZkMutex)
 /// contenders (each watches only its predecessor); the first leads. The candidate's `info`
@@ -47,7 +50,9 @@ pub struct LeaderElection {
 
 impl fmt::Debug for LeaderElection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaderElection").field("path", &self.queue.root().as_str()).finish()
+        f.debug_struct("LeaderElection")
+            .field("path", &self.queue.root().as_str())
+            .finish()
     }
 }
 
@@ -65,7 +70,10 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub fn new(session: &Session, path: &str, info: impl Into<Vec<u8>>) -> Result<LeaderElection> {
-        Ok(LeaderElection { queue: Queue::new(session, path)?, info: info.into() })
+        Ok(LeaderElection {
+            queue: Queue::new(session, path)?,
+            info: info.into(),
+        })
     }
 
     /// Stands as a candidate and waits until elected. If the session expires while waiting,
@@ -86,7 +94,9 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self) -> Result<Leadership> {
-        self.campaign_until(Wait::Forever).await.map(|l| l.expect("waits until elected"))
+        self.campaign_until(Wait::Forever)
+            .await
+            .map(|l| l.expect("waits until elected"))
     }
 
     /// Campaigns for at most `timeout`; `Ok(None)` (candidacy withdrawn) if not elected by then.
@@ -107,7 +117,8 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub async fn campaign_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
-        self.campaign_until(Wait::Until(Instant::now() + timeout)).await
+        self.campaign_until(Wait::Until(Instant::now() + timeout))
+            .await
     }
 
     async fn campaign_until(&self, wait: Wait) -> Result<Option<Leadership>> {
@@ -142,7 +153,9 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        Ok(read_leader(self.queue.session(), self.queue.root(), false).await?.0)
+        Ok(read_leader(self.queue.session(), self.queue.root(), false)
+            .await?
+            .0)
     }
 
     /// An observer of this election's leader changes.
@@ -153,7 +166,11 @@ impl LeaderElection {
     /// # }
     /// ```
     pub fn observer(&self) -> LeaderObserver {
-        LeaderObserver { session: self.queue.session().clone(), root: self.queue.root().clone(), last: None }
+        LeaderObserver {
+            session: self.queue.session().clone(),
+            root: self.queue.root().clone(),
+            last: None,
+        }
     }
 }
 
@@ -274,7 +291,11 @@ impl LeaderObserver {
     /// # Ok(()) }
     /// ```
     pub fn new(session: &Session, path: &str) -> Result<LeaderObserver> {
-        Ok(LeaderObserver { session: session.clone(), root: ZkPath::new(path)?, last: None })
+        Ok(LeaderObserver {
+            session: session.clone(),
+            root: ZkPath::new(path)?,
+            last: None,
+        })
     }
 
     /// Waits for the leader to differ from the one reported last (the first call reports the
@@ -312,12 +333,19 @@ impl LeaderObserver {
 
 /// Reads the leader (the first live candidate) and, if asked, sets a watch that fires when it
 /// may change: on the leader's node, or on the children while there is none.
-async fn read_leader(session: &Session, root: &ZkPath, watch: bool) -> Result<(Option<Leader>, Option<zk::OneshotWatcher>)> {
+async fn read_leader(
+    session: &Session,
+    root: &ZkPath,
+    watch: bool,
+) -> Result<(Option<Leader>, Option<zk::OneshotWatcher>)> {
     loop {
         let epoch = session.epoch().await?;
         let client = epoch.client()?;
         let listed = if watch {
-            client.get_and_watch_children(root.as_str()).await.map(|(c, _, w)| (c, Some(w)))
+            client
+                .get_and_watch_children(root.as_str())
+                .await
+                .map(|(c, _, w)| (c, Some(w)))
         } else {
             client.list_children(root.as_str()).await.map(|c| (c, None))
         };
@@ -331,23 +359,34 @@ async fn read_leader(session: &Session, root: &ZkPath, watch: bool) -> Result<(O
             }
             Err(err) => return Err(Error::zk(err, root.as_str())),
         };
-        let Some(first) = sorted_contenders(&children, RULE.names).into_iter().find(|c| !c.is_wrapped()) else {
+        let Some(first) = sorted_contenders(&children, RULE.names)
+            .into_iter()
+            .find(|c| !c.is_wrapped())
+        else {
             if watch && children_watch.is_none() {
                 // No root yet: wait for it to appear.
-                let (_, w) = client.check_and_watch_stat(root.as_str()).await.map_err(|e| Error::zk(e, root.as_str()))?;
+                let (_, w) = client
+                    .check_and_watch_stat(root.as_str())
+                    .await
+                    .map_err(|e| Error::zk(e, root.as_str()))?;
                 return Ok((None, Some(w)));
             }
             return Ok((None, children_watch));
         };
         let path = root.child(&first.name);
         let read = if watch {
-            client.get_and_watch_data(&path).await.map(|(d, _, w)| (d, Some(w)))
+            client
+                .get_and_watch_data(&path)
+                .await
+                .map(|(d, _, w)| (d, Some(w)))
         } else {
             client.get_data(&path).await.map(|(d, _)| (d, None))
         };
         match read {
             Ok((info, watcher)) => {
-                let Some(term) = FencingToken::from_sequence(first.sequence) else { continue };
+                let Some(term) = FencingToken::from_sequence(first.sequence) else {
+                    continue;
+                };
                 return Ok((Some(Leader { info, term, path }), watcher));
             }
             // It resigned between the listing and the read: look again.

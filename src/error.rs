@@ -7,9 +7,11 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum RootKind {
     /// A container node: ZooKeeper deletes it once it has no children, and a re-created root
-    /// restarts its sequence counter, so fencing tokens could repeat.
+    /// restarts its sequence counter, so fencing tokens could repeat. (Servers report
+    /// containers to clients as persistent nodes; the library keeps any root non-empty with an
+    /// anchor child instead, which stops a container from being deleted.)
     Container,
-    /// A TTL node: it can vanish like a container.
+    /// A TTL node: it can vanish like a container (and is anchored the same way).
     Ttl,
     /// An ephemeral node: it cannot have children and dies with its session.
     Ephemeral,
@@ -65,6 +67,15 @@ pub enum Error {
         kind: RootKind,
     },
 
+    /// The root was deleted (and perhaps created again) after this recipe first checked it:
+    /// its sequence counter restarted, so tokens from it would not be ordered after the ones
+    /// already handed out. Make a new recipe value (or use a new path) once that is understood.
+    #[error("{path:?} was deleted or replaced; its sequence restarted")]
+    RootReplaced {
+        /// The root path.
+        path: String,
+    },
+
     /// The root's sequence counter reached the signed 32-bit wrap: the node we were given is
     /// not ordered after the previous ones, so no token is handed out for it (the node is
     /// deleted). Use a fresh root path.
@@ -110,7 +121,9 @@ impl Error {
     pub(crate) fn zk(err: zookeeper_client::Error, path: &str) -> Error {
         use zookeeper_client::Error as Z;
         match err {
-            Z::NoAuth => Error::NoAuth { path: path.to_owned() },
+            Z::NoAuth => Error::NoAuth {
+                path: path.to_owned(),
+            },
             Z::SessionExpired => Error::SessionExpired,
             Z::ClientClosed => Error::SessionClosed,
             Z::AuthFailed => Error::AuthFailed,

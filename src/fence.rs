@@ -44,7 +44,10 @@ impl FencingToken {
 
     /// The token from a contender's sequence; `None` at or past the signed 32-bit wrap.
     pub(crate) fn from_sequence(sequence: i64) -> Option<FencingToken> {
-        u32::try_from(sequence).ok().filter(|&s| s <= i32::MAX as u32).map(FencingToken)
+        u32::try_from(sequence)
+            .ok()
+            .filter(|&s| s <= i32::MAX as u32)
+            .map(FencingToken)
     }
 
     /// The token as `u64`, for storage.
@@ -93,7 +96,10 @@ mod tests {
     #[test]
     fn tokens_stop_at_the_wrap() {
         assert_eq!(FencingToken::from_sequence(0), Some(FencingToken(0)));
-        assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX)), Some(FencingToken(i32::MAX as u32)));
+        assert_eq!(
+            FencingToken::from_sequence(i64::from(i32::MAX)),
+            Some(FencingToken(i32::MAX as u32))
+        );
         assert_eq!(FencingToken::from_sequence(-1), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MIN)), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX) + 1), None);
@@ -129,38 +135,70 @@ pub struct FencedWrite {
 
 #[derive(Debug)]
 enum Op {
-    SetData { path: String, data: Vec<u8>, version: Option<i32> },
-    Create { path: String, data: Vec<u8>, mode: zk::CreateMode },
-    Delete { path: String, version: Option<i32> },
-    Check { path: String, version: i32 },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: Option<i32>,
+    },
+    Create {
+        path: String,
+        data: Vec<u8>,
+        mode: zk::CreateMode,
+    },
+    Delete {
+        path: String,
+        version: Option<i32>,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
 }
 
 impl FencedWrite {
     pub(crate) fn new(epoch: Arc<Epoch>, guard_path: String) -> FencedWrite {
-        FencedWrite { epoch, guard_path, ops: Vec::new() }
+        FencedWrite {
+            epoch,
+            guard_path,
+            ops: Vec::new(),
+        }
     }
 
     /// Sets `path`'s data (at `version`, if given).
     pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> &mut Self {
-        self.ops.push(Op::SetData { path: path.to_owned(), data: data.to_vec(), version });
+        self.ops.push(Op::SetData {
+            path: path.to_owned(),
+            data: data.to_vec(),
+            version,
+        });
         self
     }
 
     /// Creates `path` (open ACL) in the given mode.
     pub fn create(&mut self, path: &str, data: &[u8], mode: zk::CreateMode) -> &mut Self {
-        self.ops.push(Op::Create { path: path.to_owned(), data: data.to_vec(), mode });
+        self.ops.push(Op::Create {
+            path: path.to_owned(),
+            data: data.to_vec(),
+            mode,
+        });
         self
     }
 
     /// Deletes `path` (at `version`, if given).
     pub fn delete(&mut self, path: &str, version: Option<i32>) -> &mut Self {
-        self.ops.push(Op::Delete { path: path.to_owned(), version });
+        self.ops.push(Op::Delete {
+            path: path.to_owned(),
+            version,
+        });
         self
     }
 
     /// Also requires `path` to be at `version`.
     pub fn check_version(&mut self, path: &str, version: i32) -> &mut Self {
-        self.ops.push(Op::Check { path: path.to_owned(), version });
+        self.ops.push(Op::Check {
+            path: path.to_owned(),
+            version,
+        });
         self
     }
 
@@ -184,8 +222,14 @@ impl FencedWrite {
         const OPEN: zk::Acls<'static> = zk::Acls::anyone_all();
         for op in &self.ops {
             match op {
-                Op::SetData { path, data, version } => writer.add_set_data(path, data, *version),
-                Op::Create { path, data, mode } => writer.add_create(path, data, &mode.with_acls(OPEN)),
+                Op::SetData {
+                    path,
+                    data,
+                    version,
+                } => writer.add_set_data(path, data, *version),
+                Op::Create { path, data, mode } => {
+                    writer.add_create(path, data, &mode.with_acls(OPEN))
+                }
                 Op::Delete { path, version } => writer.add_delete(path, *version),
                 Op::Check { path, version } => writer.add_check_version(path, *version),
             }
@@ -193,12 +237,20 @@ impl FencedWrite {
         }
         match writer.commit().await {
             Ok(results) => Ok(results),
-            Err(zk::CheckWriteError::CheckFailed { source: zk::Error::NoNode }) => {
-                Err(if self.epoch.is_lost() { Error::SessionExpired } else { Error::Lost { path: guard.to_owned() } })
-            }
+            Err(zk::CheckWriteError::CheckFailed {
+                source: zk::Error::NoNode,
+            }) => Err(if self.epoch.is_lost() {
+                Error::SessionExpired
+            } else {
+                Error::Lost {
+                    path: guard.to_owned(),
+                }
+            }),
             Err(zk::CheckWriteError::CheckFailed { source })
             | Err(zk::CheckWriteError::RequestFailed { source })
-            | Err(zk::CheckWriteError::OperationFailed { source, .. }) => Err(Error::zk(source, guard)),
+            | Err(zk::CheckWriteError::OperationFailed { source, .. }) => {
+                Err(Error::zk(source, guard))
+            }
         }
     }
 }

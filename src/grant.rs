@@ -69,7 +69,8 @@ impl fmt::Debug for Grant {
 impl Grant {
     pub(crate) fn new(node: OwnedNode, sequence: i64, czxid: i64) -> Grant {
         debug_assert!(!node.is_armed());
-        let token = FencingToken::from_sequence(sequence).expect("wrapped sequences are refused before a grant");
+        let token = FencingToken::from_sequence(sequence)
+            .expect("wrapped sequences are refused before a grant");
         Grant {
             session: node.session.clone(),
             epoch: node.epoch.clone(),
@@ -205,7 +206,11 @@ impl Grant {
                         info!("released");
                         return Ok(());
                     }
-                    Err(zk::Error::NoNode) => return Err(Error::Lost { path: self.path.clone() }),
+                    Err(zk::Error::NoNode) => {
+                        return Err(Error::Lost {
+                            path: self.path.clone(),
+                        })
+                    }
                     Err(zk::Error::ConnectionLoss) => {
                         drop(client);
                         self.epoch.wait_reconnect().await;
@@ -225,7 +230,8 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         if !self.released {
-            self.session.clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
+            self.session
+                .clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
         }
     }
 }
@@ -234,7 +240,9 @@ impl Drop for Grant {
 /// caller races it against the session's own signal).
 async fn watch_deleted(epoch: &Epoch, path: &str) {
     loop {
-        let Ok(client) = epoch.client() else { return std::future::pending().await };
+        let Ok(client) = epoch.client() else {
+            return std::future::pending().await;
+        };
         let watcher = match client.check_and_watch_stat(path).await {
             Ok((None, _)) => return,
             Ok((Some(_), watcher)) => watcher,

@@ -15,7 +15,10 @@ use crate::session::Session;
 
 /// Curator's `InterProcessMutex` names its nodes `_c_{uuid}-lock-NNNNNNNNNN`; so do we, so
 /// that Rust and Java workers exclude each other on one path.
-const RULE: Rule = Rule { names: &["lock-"], decide: exclusive };
+const RULE: Rule = Rule {
+    names: &["lock-"],
+    decide: exclusive,
+};
 
 /// A distributed mutex on a ZooKeeper path: one holder at a time, granted in FIFO order, each
 /// grant with a [`FencingToken`](crate::FencingToken) larger than every earlier one.
@@ -46,7 +49,9 @@ pub struct ZkMutex {
 
 impl fmt::Debug for ZkMutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZkMutex").field("path", &self.queue.root().as_str()).finish()
+        f.debug_struct("ZkMutex")
+            .field("path", &self.queue.root().as_str())
+            .finish()
     }
 }
 
@@ -64,7 +69,9 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub fn new(session: &Session, path: &str) -> Result<ZkMutex> {
-        Ok(ZkMutex { queue: Queue::new(session, path)? })
+        Ok(ZkMutex {
+            queue: Queue::new(session, path)?,
+        })
     }
 
     /// The root path.
@@ -101,8 +108,14 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<ZkMutexGuard<'_>> {
-        let grant = self.acquire(Wait::Forever).await?.expect("waits until granted");
-        Ok(ZkMutexGuard { grant, _mutex: PhantomData })
+        let grant = self
+            .acquire(Wait::Forever)
+            .await?
+            .expect("waits until granted");
+        Ok(ZkMutexGuard {
+            grant,
+            _mutex: PhantomData,
+        })
     }
 
     /// Takes the lock if it is free now; `Ok(None)` otherwise (costs one round trip, leaves no
@@ -126,7 +139,10 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<ZkMutexGuard<'_>>> {
-        Ok(self.acquire(Wait::No).await?.map(|grant| ZkMutexGuard { grant, _mutex: PhantomData }))
+        Ok(self.acquire(Wait::No).await?.map(|grant| ZkMutexGuard {
+            grant,
+            _mutex: PhantomData,
+        }))
     }
 
     /// Waits for the lock at most `timeout`; `Ok(None)` when it was not granted in time.
@@ -149,7 +165,10 @@ impl ZkMutex {
     /// ```
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<Option<ZkMutexGuard<'_>>> {
         let grant = self.acquire(Wait::Until(Instant::now() + timeout)).await?;
-        Ok(grant.map(|grant| ZkMutexGuard { grant, _mutex: PhantomData }))
+        Ok(grant.map(|grant| ZkMutexGuard {
+            grant,
+            _mutex: PhantomData,
+        }))
     }
 
     /// [`lock`](ZkMutex::lock) for an `Arc<ZkMutex>`, returning a guard that owns its mutex
@@ -173,8 +192,14 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub async fn lock_owned(self: Arc<Self>) -> Result<OwnedZkMutexGuard> {
-        let grant = self.acquire(Wait::Forever).await?.expect("waits until granted");
-        Ok(OwnedZkMutexGuard { grant, _mutex: self })
+        let grant = self
+            .acquire(Wait::Forever)
+            .await?
+            .expect("waits until granted");
+        Ok(OwnedZkMutexGuard {
+            grant,
+            _mutex: self,
+        })
     }
 
     /// [`try_lock`](ZkMutex::try_lock) for an `Arc<ZkMutex>`.
@@ -193,7 +218,13 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_owned(self: Arc<Self>) -> Result<Option<OwnedZkMutexGuard>> {
-        Ok(self.acquire(Wait::No).await?.map(|grant| OwnedZkMutexGuard { grant, _mutex: self }))
+        Ok(self
+            .acquire(Wait::No)
+            .await?
+            .map(|grant| OwnedZkMutexGuard {
+                grant,
+                _mutex: self,
+            }))
     }
 
     async fn acquire(&self, wait: Wait) -> Result<Option<Grant>> {

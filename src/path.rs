@@ -128,7 +128,14 @@ pub(crate) fn new_uuid() -> String {
     // Set the version (4) and variant (10xx) bits.
     let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
     let hex = format!("{bits:032x}");
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The name prefix this library creates: `_c_{uuid}-{lock_name}`; ZooKeeper appends the
@@ -167,7 +174,11 @@ impl Contender {
             .iter()
             .enumerate()
             .find_map(|(i, lock)| rest.strip_prefix(lock).map(|d| (i, d)))?;
-        Some(Contender { name: name.to_owned(), kind, sequence: parse_sequence(digits)? })
+        Some(Contender {
+            name: name.to_owned(),
+            kind,
+            sequence: parse_sequence(digits)?,
+        })
     }
 
     /// Whether this node was created with our protected id.
@@ -195,19 +206,26 @@ pub(crate) fn parse_sequence(digits: &str) -> Option<i64> {
         return None;
     }
     let value: i64 = digits.parse().ok()?;
-    (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&value).then_some(value)
+    (i64::from(i32::MIN)..=i64::from(i32::MAX))
+        .contains(&value)
+        .then_some(value)
 }
 
 /// Queue order: by sequence, then by name (sequences are unique under one parent, the name
 /// only makes the order total). Wrapped (negative) sequences sort first, as numbers do; the
 /// queue never lets a wrapped node hold (see `queue.rs`).
 pub(crate) fn queue_order(a: &Contender, b: &Contender) -> Ordering {
-    a.sequence.cmp(&b.sequence).then_with(|| a.name.cmp(&b.name))
+    a.sequence
+        .cmp(&b.sequence)
+        .then_with(|| a.name.cmp(&b.name))
 }
 
 /// Parses and orders `children`, keeping those that match `lock_names`.
 pub(crate) fn sorted_contenders(children: &[String], lock_names: &[&str]) -> Vec<Contender> {
-    let mut out: Vec<Contender> = children.iter().filter_map(|c| Contender::parse(c, lock_names)).collect();
+    let mut out: Vec<Contender> = children
+        .iter()
+        .filter_map(|c| Contender::parse(c, lock_names))
+        .collect();
     out.sort_by(queue_order);
     out
 }
@@ -220,7 +238,14 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_paths() {
-        for p in ["/a", "/locks/orders-42", "/a/b/c", "/zookeeperish", "/x/zookeeper", "/ü/日本"] {
+        for p in [
+            "/a",
+            "/locks/orders-42",
+            "/a/b/c",
+            "/zookeeperish",
+            "/x/zookeeper",
+            "/ü/日本",
+        ] {
             assert_eq!(ZkPath::new(p).unwrap().as_str(), p);
         }
     }
@@ -243,7 +268,10 @@ mod tests {
             "/a\u{fff5}",
         ] {
             let err = ZkPath::new(p).unwrap_err();
-            assert!(matches!(err, Error::InvalidPath { ref path, .. } if path == p), "{p:?}: {err}");
+            assert!(
+                matches!(err, Error::InvalidPath { ref path, .. } if path == p),
+                "{p:?}: {err}"
+            );
         }
     }
 
@@ -270,7 +298,11 @@ mod tests {
         let plain = Contender::parse("lock-0000000003", &["lock-"]).unwrap();
         assert_eq!(plain.sequence, 3);
         assert!(!plain.has_uuid(UUID));
-        let w = Contender::parse(&format!("_c_{UUID}-__WRIT__0000000009"), &["__READ__", "__WRIT__"]).unwrap();
+        let w = Contender::parse(
+            &format!("_c_{UUID}-__WRIT__0000000009"),
+            &["__READ__", "__WRIT__"],
+        )
+        .unwrap();
         assert_eq!((w.kind, w.sequence), (1, 9));
     }
 
@@ -309,10 +341,16 @@ mod tests {
             format!("_c_{UUID}-lock-0000000010"),
             "lock-0000000002".into(),
             "junk".into(),
-            format!("_c_{}-lock-0000000009", "ffffffff-ffff-4fff-bfff-ffffffffffff"),
+            format!(
+                "_c_{}-lock-0000000009",
+                "ffffffff-ffff-4fff-bfff-ffffffffffff"
+            ),
             "lock--2147483647".into(),
         ];
-        let seqs: Vec<i64> = sorted_contenders(&names, &["lock-"]).iter().map(|c| c.sequence).collect();
+        let seqs: Vec<i64> = sorted_contenders(&names, &["lock-"])
+            .iter()
+            .map(|c| c.sequence)
+            .collect();
         assert_eq!(seqs, [-2147483647, 2, 9, 10]);
     }
 }

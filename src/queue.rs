@@ -8,8 +8,7 @@
 //! minus the deleted node is true now (the second in line after the first goes holds without a
 //! read).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -63,17 +62,32 @@ pub(crate) enum Wait {
 pub(crate) struct Queue {
     session: Session,
     root: ZkPath,
-    root_checked: AtomicBool,
+    /// The root's czxid, once checked: a root with another czxid was deleted and created
+    /// again, and its sequence restarted.
+    root_czxid: OnceLock<i64>,
 }
 
+/// A persistent child that keeps the root from ever being empty. ZooKeeper reports a
+/// container's or TTL node's `ephemeralOwner` as 0 to clients, so no client can tell such a
+/// root from a persistent one; but the server deletes those only when they have no children,
+/// so with this child in place the root (and its sequence counter) stays. Its name sorts after
+/// every `lock-NNNNNNNNNN` suffix, so Curator, which sorts all children, never sees it ahead of
+/// a contender.
+pub(crate) const ANCHOR: &str = "~zk-recipes-anchor";
+
 /// Persistent nodes readable and writable by anyone, like Curator's default.
-const ROOT_OPTIONS: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+const ROOT_OPTIONS: zk::CreateOptions<'static> =
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
 const NODE_OPTIONS: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
 
 impl Queue {
     pub fn new(session: &Session, root: &str) -> Result<Queue> {
-        Ok(Queue { session: session.clone(), root: ZkPath::new(root)?, root_checked: AtomicBool::new(false) })
+        Ok(Queue {
+            session: session.clone(),
+            root: ZkPath::new(root)?,
+            root_czxid: OnceLock::new(),
+        })
     }
 
     pub fn root(&self) -> &ZkPath {
@@ -88,7 +102,13 @@ impl Queue {
     /// `rule` says it holds. `Ok(None)`: not granted in time (its node is removed).
     ///
     /// Cancel safe: dropping the future at any await point removes the node in the background.
-    pub async fn acquire(&self, rule: Rule, kind: usize, data: &[u8], wait: Wait) -> Result<Option<Grant>> {
+    pub async fn acquire(
+        &self,
+        rule: Rule,
+        kind: usize,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<Option<Grant>> {
         let span = info_span!("acquire", path = %self.root, name = rule.names[kind], session_id = tracing::field::Empty);
         async {
             loop {
@@ -110,23 +130,34 @@ impl Queue {
         .await
     }
 
-    async fn attempt(&self, epoch: &Arc<Epoch>, rule: Rule, kind: usize, data: &[u8], wait: Wait) -> Result<Option<Grant>> {
-        self.ensure_root(epoch).await?;
-        let created = match self.create(epoch, rule.names[kind], data).await {
-            Err(Error::Zk(zk::Error::NoNode)) => {
-                // The root was deleted under us: check (and create) it again, once.
-                self.root_checked.store(false, Ordering::Relaxed);
-                self.ensure_root(epoch).await?;
-                self.create(epoch, rule.names[kind], data).await?
-            }
-            other => other?,
-        };
-        let Created { node, contender, czxid, children } = created;
+    async fn attempt(
+        &self,
+        epoch: &Arc<Epoch>,
+        rule: Rule,
+        kind: usize,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<Option<Grant>> {
+        let root_czxid = self.ensure_root(epoch).await?;
+        let Created {
+            node,
+            contender,
+            czxid,
+            children,
+        } = self
+            .create(epoch, rule.names[kind], data, root_czxid)
+            .await?;
         debug!(node = %node.path, sequence = contender.sequence, "enqueued");
         if contender.is_wrapped() {
-            return Err(Error::SequenceWrapped { path: self.root.to_string(), sequence: contender.sequence });
+            return Err(Error::SequenceWrapped {
+                path: self.root.to_string(),
+                sequence: contender.sequence,
+            });
         }
-        if self.wait_turn(epoch, rule, &contender, children, wait).await? {
+        if self
+            .wait_turn(epoch, rule, &contender, children, wait)
+            .await?
+        {
             info!(node = %node.path, sequence = contender.sequence, "granted");
             Ok(Some(Grant::new(node.disarm(), contender.sequence, czxid)))
         } else {
@@ -135,27 +166,52 @@ impl Queue {
         }
     }
 
-    /// Checks once per queue that the root exists as a persistent node, creating it (and its
-    /// parents) when missing.
-    async fn ensure_root(&self, epoch: &Epoch) -> Result<()> {
-        if self.root_checked.load(Ordering::Relaxed) {
-            return Ok(());
+    /// Once per queue: makes sure the root exists as a persistent node (creating it and its
+    /// parents when missing), refuses an ephemeral one, anchors it, and notes its czxid.
+    async fn ensure_root(&self, epoch: &Epoch) -> Result<i64> {
+        if let Some(czxid) = self.root_czxid.get() {
+            return Ok(*czxid);
         }
         let root = self.root.as_str();
         let client = epoch.client()?;
-        let stat = match client.check_stat(root).await.map_err(|e| Error::zk(e, root))? {
+        let stat = match client
+            .check_stat(root)
+            .await
+            .map_err(|e| Error::zk(e, root))?
+        {
             Some(stat) => stat,
             None => {
-                client.mkdir(root, &ROOT_OPTIONS).await.map_err(|e| Error::zk(e, root))?;
+                client
+                    .mkdir(root, &ROOT_OPTIONS)
+                    .await
+                    .map_err(|e| Error::zk(e, root))?;
                 // Someone may have created it first, as something else.
-                client.check_stat(root).await.map_err(|e| Error::zk(e, root))?.ok_or(Error::Zk(zk::Error::NoNode))?
+                let stat = client
+                    .check_stat(root)
+                    .await
+                    .map_err(|e| Error::zk(e, root))?;
+                stat.ok_or_else(|| Error::RootReplaced {
+                    path: root.to_owned(),
+                })?
             }
         };
         if let Some(kind) = root_kind(stat.ephemeral_owner) {
-            return Err(Error::UnsuitableRoot { path: root.to_owned(), kind });
+            return Err(Error::UnsuitableRoot {
+                path: root.to_owned(),
+                kind,
+            });
         }
-        self.root_checked.store(true, Ordering::Relaxed);
-        Ok(())
+        let anchor = self.root.child(ANCHOR);
+        match client.create(&anchor, &[], &ROOT_OPTIONS).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(zk::Error::NoNode) => {
+                return Err(Error::RootReplaced {
+                    path: root.to_owned(),
+                })
+            }
+            Err(err) => return Err(Error::zk(err, root)),
+        }
+        Ok(*self.root_czxid.get_or_init(|| stat.czxid))
     }
 
     /// Creates our node and lists the children in one go: both requests leave back to back on
@@ -164,7 +220,13 @@ impl Queue {
     ///
     /// The work runs in its own task, which hands the node over as an [`OwnedNode`]: if the
     /// caller was cancelled meanwhile, the node is dropped and deleted in the background.
-    async fn create(&self, epoch: &Arc<Epoch>, name: &'static str, data: &[u8]) -> Result<Created> {
+    async fn create(
+        &self,
+        epoch: &Arc<Epoch>,
+        name: &'static str,
+        data: &[u8],
+        root_czxid: i64,
+    ) -> Result<Created> {
         let (tx, rx) = oneshot::channel();
         let task = CreateTask {
             session: self.session.clone(),
@@ -173,6 +235,7 @@ impl Queue {
             prefix: self.root.child(&protected_prefix(&new_uuid(), name)),
             name,
             data: data.to_vec(),
+            root_czxid,
         };
         tokio::spawn(async move {
             // A failed send drops the `Created`, whose node deletes itself.
@@ -207,7 +270,10 @@ impl Queue {
                 WaitOutcome::TimedOut => return Ok(false),
                 WaitOutcome::Gone => {
                     queue.retain(|c| c.name != watched.name);
-                    let at = queue.iter().position(|c| c.name == ours.name).expect("ours is still listed");
+                    let at = queue
+                        .iter()
+                        .position(|c| c.name == ours.name)
+                        .expect("ours is still listed");
                     if (rule.decide)(&queue, at) == Decision::Hold {
                         return Ok(true);
                     }
@@ -219,7 +285,12 @@ impl Queue {
     }
 
     /// Waits for `watched` to be deleted (or for the deadline).
-    async fn wait_gone(&self, epoch: &Epoch, watched: &Contender, wait: Wait) -> Result<WaitOutcome> {
+    async fn wait_gone(
+        &self,
+        epoch: &Epoch,
+        watched: &Contender,
+        wait: Wait,
+    ) -> Result<WaitOutcome> {
         let path = self.root.child(&watched.name);
         let span = info_span!("wait", watched = %watched.name);
         async {
@@ -250,7 +321,9 @@ impl Queue {
                 debug!(event = ?event.event_type, "watch fired");
                 match (event.event_type, event.session_state) {
                     (zk::EventType::NodeDeleted, _) => return Ok(WaitOutcome::Gone),
-                    (zk::EventType::Session, state) if state.is_terminated() => return Err(Error::SessionExpired),
+                    (zk::EventType::Session, state) if state.is_terminated() => {
+                        return Err(Error::SessionExpired)
+                    }
                     // Data changed, or a session event we outlive: keep watching.
                     _ => continue,
                 }
@@ -281,7 +354,9 @@ impl Queue {
         if epoch.is_lost() {
             Error::SessionExpired
         } else {
-            Error::Lost { path: self.root.child(name) }
+            Error::Lost {
+                path: self.root.child(name),
+            }
         }
     }
 }
@@ -298,10 +373,13 @@ fn live(mut queue: Vec<Contender>) -> Vec<Contender> {
 }
 
 /// What the root's `ephemeralOwner` says about it: `None` for a plain persistent node.
-/// ZooKeeper marks containers with `Long.MIN_VALUE` and TTL nodes with `0xFF` in the top byte.
+/// ZooKeeper marks containers with `Long.MIN_VALUE` and TTL nodes with `0xFF` in the top byte
+/// internally.
 pub(crate) fn root_kind(ephemeral_owner: i64) -> Option<RootKind> {
     match ephemeral_owner {
         0 => None,
+        // Servers report containers and TTL nodes as 0 (see `ANCHOR`); were one to report
+        // them, these are their markers.
         i64::MIN => Some(RootKind::Container),
         owner if (owner as u64) >> 56 == 0xff => Some(RootKind::Ttl),
         _ => Some(RootKind::Ephemeral),
@@ -319,7 +397,12 @@ pub(crate) struct OwnedNode {
 
 impl OwnedNode {
     fn new(session: Session, epoch: Arc<Epoch>, path: String) -> OwnedNode {
-        OwnedNode { session, epoch, path, armed: true }
+        OwnedNode {
+            session,
+            epoch,
+            path,
+            armed: true,
+        }
     }
 
     /// Hands the node on (to a grant, which takes over its deletion).
@@ -337,7 +420,8 @@ impl Drop for OwnedNode {
     fn drop(&mut self) {
         if self.armed {
             debug!(node = %self.path, "abandoned contender node; deleting in the background");
-            self.session.clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
+            self.session
+                .clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
         }
     }
 }
@@ -357,6 +441,8 @@ struct CreateTask {
     prefix: String,
     name: &'static str,
     data: Vec<u8>,
+    /// What the root's czxid must be: another means the root was replaced.
+    root_czxid: i64,
 }
 
 impl CreateTask {
@@ -366,7 +452,7 @@ impl CreateTask {
         loop {
             let client = self.epoch.client()?;
             let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
-            let list = client.list_children(root);
+            let list = client.get_children(root);
             let (created, listed) = (create.await, list.await);
             drop(client);
             match created {
@@ -382,13 +468,28 @@ impl CreateTask {
                     }
                     let name = node.path[root.len() + 1..].to_owned();
                     let contender = Contender::parse(&name, &names).ok_or_else(|| {
-                        Error::Zk(zk::Error::UnexpectedError(format!("unparsable node name {name}")))
+                        Error::Zk(zk::Error::UnexpectedError(format!(
+                            "unparsable node name {name}"
+                        )))
                     })?;
                     let children = match listed {
-                        Ok(children) => children,
+                        Ok((children, parent)) => {
+                            self.check_root(&parent)?;
+                            children
+                        }
                         Err(_) => self.list_again().await?,
                     };
-                    return Ok(Created { node, contender, czxid: stat.czxid, children });
+                    return Ok(Created {
+                        node,
+                        contender,
+                        czxid: stat.czxid,
+                        children,
+                    });
+                }
+                Err(zk::Error::NoNode) => {
+                    return Err(Error::RootReplaced {
+                        path: root.to_owned(),
+                    })
                 }
                 Err(zk::Error::ConnectionLoss) => {
                     // The create may have happened with its reply lost: look for our uuid.
@@ -404,7 +505,25 @@ impl CreateTask {
 
     async fn list_again(&self) -> Result<Vec<String>> {
         let client = self.epoch.client()?;
-        client.list_children(self.root.as_str()).await.map_err(|e| Error::zk(e, self.root.as_str()))
+        let root = self.root.as_str();
+        let (children, parent) = client
+            .get_children(root)
+            .await
+            .map_err(|e| Error::zk(e, root))?;
+        self.check_root(&parent)?;
+        Ok(children)
+    }
+
+    /// A root with another czxid than the one checked was deleted and created again: its
+    /// sequence restarted, and tokens from it would not be ordered after earlier ones.
+    fn check_root(&self, parent: &zk::Stat) -> Result<()> {
+        if parent.czxid == self.root_czxid {
+            Ok(())
+        } else {
+            Err(Error::RootReplaced {
+                path: self.root.to_string(),
+            })
+        }
     }
 
     /// After a lost reply: our node, if the create happened, recognised by our uuid and by an
@@ -418,11 +537,22 @@ impl CreateTask {
             }
             let path = self.root.child(&contender.name);
             let client = self.epoch.client()?;
-            let Some(stat) = client.check_stat(&path).await.map_err(|e| Error::zk(e, &path))? else { continue };
+            let Some(stat) = client
+                .check_stat(&path)
+                .await
+                .map_err(|e| Error::zk(e, &path))?
+            else {
+                continue;
+            };
             if stat.ephemeral_owner == self.epoch.id() {
                 info!(node = %path, "recovered our node after a lost create reply");
                 let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
-                return Ok(Some(Created { node, contender, czxid: stat.czxid, children }));
+                return Ok(Some(Created {
+                    node,
+                    contender,
+                    czxid: stat.czxid,
+                    children,
+                }));
             }
         }
         Ok(None)
@@ -434,7 +564,13 @@ mod tests {
     use super::*;
 
     fn queue(seqs: &[i64]) -> Vec<Contender> {
-        seqs.iter().map(|&s| Contender { name: format!("lock-{s:010}"), kind: 0, sequence: s }).collect()
+        seqs.iter()
+            .map(|&s| Contender {
+                name: format!("lock-{s:010}"),
+                kind: 0,
+                sequence: s,
+            })
+            .collect()
     }
 
     #[test]
@@ -456,7 +592,10 @@ mod tests {
     fn classifies_roots() {
         assert_eq!(root_kind(0), None);
         assert_eq!(root_kind(i64::MIN), Some(RootKind::Container));
-        assert_eq!(root_kind(0xff00_0000_0000_1000_u64 as i64), Some(RootKind::Ttl));
+        assert_eq!(
+            root_kind(0xff00_0000_0000_1000_u64 as i64),
+            Some(RootKind::Ttl)
+        );
         assert_eq!(root_kind(0x1234), Some(RootKind::Ephemeral));
     }
 }

@@ -97,7 +97,10 @@ impl fmt::Debug for SessionOptions {
             .field("connect", &self.connect)
             .field("session_timeout", &self.session_timeout)
             .field("connection_timeout", &self.connection_timeout)
-            .field("auth_schemes", &self.auth.iter().map(|(s, _)| s).collect::<Vec<_>>())
+            .field(
+                "auth_schemes",
+                &self.auth.iter().map(|(s, _)| s).collect::<Vec<_>>(),
+            )
             .field("loss_policy", &self.loss_policy)
             .finish()
     }
@@ -130,7 +133,10 @@ impl SessionOptions {
 
     /// Adds `digest` authentication (`user:password`), applied to every session opened.
     pub fn digest_auth(mut self, user: &str, password: &str) -> Self {
-        self.auth.push(("digest".to_owned(), format!("{user}:{password}").into_bytes()));
+        self.auth.push((
+            "digest".to_owned(),
+            format!("{user}:{password}").into_bytes(),
+        ));
         self
     }
 
@@ -147,8 +153,12 @@ impl SessionOptions {
         for (scheme, auth) in &self.auth {
             connector = connector.with_auth(scheme, auth);
         }
-        let unreachable = || Error::Unreachable { connect: self.connect.clone(), timeout: self.connection_timeout };
-        match tokio::time::timeout(self.connection_timeout, connector.connect(&self.connect)).await {
+        let unreachable = || Error::Unreachable {
+            connect: self.connect.clone(),
+            timeout: self.connection_timeout,
+        };
+        match tokio::time::timeout(self.connection_timeout, connector.connect(&self.connect)).await
+        {
             Err(_) | Ok(Err(zk::Error::Timeout | zk::Error::NoHosts)) => Err(unreachable()),
             Ok(Err(zk::Error::AuthFailed)) => Err(Error::AuthFailed),
             Ok(Err(err)) => Err(Error::Zk(err)),
@@ -186,7 +196,11 @@ impl Epoch {
             EpochState::Lost => return Err(Error::SessionExpired),
             EpochState::Live | EpochState::Suspended => {}
         }
-        self.client.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or(Error::SessionExpired)
+        self.client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or(Error::SessionExpired)
     }
 
     /// Whether grants on this epoch still count as held under the session's policy.
@@ -293,7 +307,10 @@ pub struct Session {
 
 impl fmt::Debug for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session").field("connect", &self.inner.options.connect).field("state", &self.state()).finish()
+        f.debug_struct("Session")
+            .field("connect", &self.inner.options.connect)
+            .field("state", &self.state())
+            .finish()
     }
 }
 
@@ -323,11 +340,19 @@ impl Session {
         let client = options.open().instrument(span).await?;
         let epoch = new_epoch(client, options.loss_policy);
         info!(session_id = format_args!("{:#x}", epoch.id), timeout = ?epoch.timeout, "session connected");
-        let (state_tx, state_rx) = watch::channel(SessionState::Connected { session_id: epoch.id });
+        let (state_tx, state_rx) = watch::channel(SessionState::Connected {
+            session_id: epoch.id,
+        });
         let (current_tx, current_rx) = watch::channel(Some(epoch.clone()));
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (janitor_tx, janitor_rx) = mpsc::unbounded_channel();
-        tokio::spawn(supervise(options.clone(), epoch, state_tx, current_tx, shutdown_rx));
+        tokio::spawn(supervise(
+            options.clone(),
+            epoch,
+            state_tx,
+            current_tx,
+            shutdown_rx,
+        ));
         tokio::spawn(janitor(janitor_rx));
         Ok(Session {
             inner: Arc::new(Inner {
@@ -420,7 +445,10 @@ impl Session {
         }
         let mut current = self.inner.current.clone();
         let wait = async move {
-            current.wait_for(|e| e.as_ref().is_some_and(|e| !e.is_lost())).await.map(|e| e.clone())
+            current
+                .wait_for(|e| e.as_ref().is_some_and(|e| !e.is_lost()))
+                .await
+                .map(|e| e.clone())
         };
         match tokio::time::timeout(self.inner.options.connection_timeout, wait).await {
             Ok(Ok(epoch)) => Ok(epoch.expect("checked by wait_for")),
@@ -487,11 +515,19 @@ async fn supervise(
         if closing {
             current.send_replace(None);
             state.send_replace(SessionState::Closed);
-            info!(session_id = format_args!("{:#x}", epoch.id), "session closed");
+            info!(
+                session_id = format_args!("{:#x}", epoch.id),
+                "session closed"
+            );
             return;
         }
-        warn!(session_id = format_args!("{:#x}", epoch.id), "session expired; opening a new one");
-        state.send_replace(SessionState::Expired { session_id: epoch.id });
+        warn!(
+            session_id = format_args!("{:#x}", epoch.id),
+            "session expired; opening a new one"
+        );
+        state.send_replace(SessionState::Expired {
+            session_id: epoch.id,
+        });
         let mut backoff = Duration::from_millis(50);
         epoch = loop {
             tokio::select! {
@@ -511,15 +547,26 @@ async fn supervise(
                 },
             }
         };
-        info!(session_id = format_args!("{:#x}", epoch.id), "new session connected");
+        info!(
+            session_id = format_args!("{:#x}", epoch.id),
+            "new session connected"
+        );
         current.send_replace(Some(epoch.clone()));
-        state.send_replace(SessionState::Connected { session_id: epoch.id });
+        state.send_replace(SessionState::Connected {
+            session_id: epoch.id,
+        });
     }
 }
 
 /// Follows one ZooKeeper session until it is over; returns whether we are closing.
-async fn follow(epoch: &Epoch, state: &watch::Sender<SessionState>, shutdown: &mut watch::Receiver<bool>) -> bool {
-    let Ok(client) = epoch.client() else { return false };
+async fn follow(
+    epoch: &Epoch,
+    state: &watch::Sender<SessionState>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let Ok(client) = epoch.client() else {
+        return false;
+    };
     let mut watcher = client.state_watcher();
     drop(client);
     let id = epoch.id;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{events, proxy::LosingProxy, wait_children, within, Zk};
+use support::{contenders, events, proxy::LosingProxy, wait_children, within, Zk};
 use zk_recipes::{Error, LossReason, RootKind, Session, SessionOptions, SessionState, ZkMutex};
 use zk_testcontainers::{expire_session, scaled};
 use zookeeper_client as zkc;
@@ -26,19 +26,35 @@ async fn an_expired_holder_loses_and_the_next_waiter_acquires() {
     let raw = zk.raw().await;
     wait_children(&raw, ROOT, 2).await;
     let expired_id = holder.session_id().unwrap();
-    expire_session(&zk.connect, &holder.client().await.unwrap().session().clone()).await.unwrap();
+    expire_session(
+        &zk.connect,
+        &holder.client().await.unwrap().session().clone(),
+    )
+    .await
+    .unwrap();
 
-    assert_eq!(within("lost() after expiry", 20, guard.lost()).await, LossReason::SessionExpired);
+    assert_eq!(
+        within("lost() after expiry", 20, guard.lost()).await,
+        LossReason::SessionExpired
+    );
     assert!(!guard.is_held());
     let (token, _) = within("the waiter's grant", 20, waiting).await.unwrap();
     assert!(token > old_token);
     // The session opened a new ZooKeeper session for new work.
     let mut states = holder.watch_state();
-    within("a new session", 20, states.wait_for(|s| matches!(s, SessionState::Connected { session_id } if *session_id != expired_id)))
+    within(
+        "a new session",
+        20,
+        states.wait_for(
+            |s| matches!(s, SessionState::Connected { session_id } if *session_id != expired_id),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(guard.release().await, Err(Error::SessionExpired)));
+    let again = within("lock on the new session", 20, held.lock())
         .await
         .unwrap();
-    assert!(matches!(guard.release().await, Err(Error::SessionExpired)));
-    let again = within("lock on the new session", 20, held.lock()).await.unwrap();
     assert!(again.token() > token);
 }
 
@@ -47,18 +63,34 @@ async fn a_waiter_whose_session_expires_enqueues_again_and_leaves_nothing_behind
     let zk = Zk::start("expire-waiter").await;
     let raw = zk.raw().await;
     let holder = zk.session().await;
-    let guard = std::sync::Arc::new(ZkMutex::new(&holder, ROOT).unwrap()).lock_owned().await.unwrap();
+    let guard = std::sync::Arc::new(ZkMutex::new(&holder, ROOT).unwrap())
+        .lock_owned()
+        .await
+        .unwrap();
     let waiter = zk.session().await;
     let mutex = ZkMutex::new(&waiter, ROOT).unwrap();
     let waiting = tokio::spawn(lock_once(mutex));
     wait_children(&raw, ROOT, 2).await;
-    expire_session(&zk.connect, &waiter.client().await.unwrap().session().clone()).await.unwrap();
+    expire_session(
+        &zk.connect,
+        &waiter.client().await.unwrap().session().clone(),
+    )
+    .await
+    .unwrap();
     // The expired node goes, the waiter enqueues again on its new session.
     let mut states = waiter.watch_state();
-    within("waiter's new session", 20, states.wait_for(|s| matches!(s, SessionState::Expired { .. }))).await.unwrap();
+    within(
+        "waiter's new session",
+        20,
+        states.wait_for(|s| matches!(s, SessionState::Expired { .. })),
+    )
+    .await
+    .unwrap();
     wait_children(&raw, ROOT, 2).await;
     guard.release().await.unwrap();
-    let (token, session_id) = within("the re-enqueued waiter's grant", 20, waiting).await.unwrap();
+    let (token, session_id) = within("the re-enqueued waiter's grant", 20, waiting)
+        .await
+        .unwrap();
     assert_eq!(Some(session_id), waiter.session_id());
     assert!(token.as_u64() >= 2);
     wait_children(&raw, ROOT, 0).await;
@@ -70,9 +102,17 @@ async fn a_holder_process_killed_without_closing_is_replaced_within_the_session_
     let session_timeout = Duration::from_secs(3);
     // The holder is a real process: this test binary run again in holder mode.
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "holder_process", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "holder_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("ZK_HOLDER_CONNECT", &zk.connect)
-        .env("ZK_HOLDER_TIMEOUT_MS", session_timeout.as_millis().to_string())
+        .env(
+            "ZK_HOLDER_TIMEOUT_MS",
+            session_timeout.as_millis().to_string(),
+        )
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -81,25 +121,39 @@ async fn a_holder_process_killed_without_closing_is_replaced_within_the_session_
     wait_children(&raw, ROOT, 1).await;
     let waiter = zk.session().await;
     let mutex = ZkMutex::new(&waiter, ROOT).unwrap();
-    assert!(mutex.try_lock().await.unwrap().is_none(), "the child process holds the lock");
+    assert!(
+        mutex.try_lock().await.unwrap().is_none(),
+        "the child process holds the lock"
+    );
     child.start_kill().unwrap(); // SIGKILL: no close, the session just stops answering
     child.wait().await.unwrap();
     let killed = Instant::now();
-    let guard = within("the waiter's grant", 30, mutex.lock()).await.unwrap();
+    let guard = within("the waiter's grant", 30, mutex.lock())
+        .await
+        .unwrap();
     let took = killed.elapsed();
     println!("holder killed; next grant after {took:?} (session timeout {session_timeout:?})");
-    assert!(took <= session_timeout + scaled(Duration::from_secs(3)), "took {took:?}");
+    assert!(
+        took <= session_timeout + scaled(Duration::from_secs(3)),
+        "took {took:?}"
+    );
     guard.release().await.unwrap();
 }
 
 /// Holder mode of the test above; without `ZK_HOLDER_CONNECT` it has nothing to do.
 #[tokio::test]
 async fn holder_process() {
-    let Ok(connect) = std::env::var("ZK_HOLDER_CONNECT") else { return };
-    let ms: u64 = std::env::var("ZK_HOLDER_TIMEOUT_MS").unwrap().parse().unwrap();
-    let session = Session::connect(SessionOptions::new(connect).session_timeout(Duration::from_millis(ms)))
-        .await
+    let Ok(connect) = std::env::var("ZK_HOLDER_CONNECT") else {
+        return;
+    };
+    let ms: u64 = std::env::var("ZK_HOLDER_TIMEOUT_MS")
+        .unwrap()
+        .parse()
         .unwrap();
+    let session =
+        Session::connect(SessionOptions::new(connect).session_timeout(Duration::from_millis(ms)))
+            .await
+            .unwrap();
     let mutex = ZkMutex::new(&session, ROOT).unwrap();
     let guard = mutex.lock().await.unwrap();
     println!("HELD {}", guard.token());
@@ -113,17 +167,30 @@ async fn a_lost_create_reply_is_recovered_by_uuid_and_owner() {
     let (host, chroot) = zk.connect.split_at(zk.connect.find('/').unwrap());
     let proxy = LosingProxy::start(host, b"-lock-").await;
     let session = Session::connect(
-        SessionOptions::new(format!("{}{}", proxy.addr, chroot)).connection_timeout(scaled(Duration::from_secs(10))),
+        SessionOptions::new(format!("{}{}", proxy.addr, chroot))
+            .connection_timeout(scaled(Duration::from_secs(10))),
     )
     .await
     .unwrap();
     let mutex = ZkMutex::new(&session, ROOT).unwrap();
-    let guard = within("lock through a lossy proxy", 30, mutex.lock()).await.unwrap();
-    assert!(proxy.has_lost_a_reply(), "the proxy must have lost the create reply");
-    assert_eq!(counter.get("recovered our node after a lost create reply"), 1);
+    let guard = within("lock through a lossy proxy", 30, mutex.lock())
+        .await
+        .unwrap();
+    assert!(
+        proxy.has_lost_a_reply(),
+        "the proxy must have lost the create reply"
+    );
+    assert_eq!(
+        counter.get("recovered our node after a lost create reply"),
+        1
+    );
     let raw = zk.raw().await;
-    let children = raw.list_children(ROOT).await.unwrap();
-    assert_eq!(children.len(), 1, "exactly one node: the recovered one, {children:?}");
+    let children = contenders(&raw, ROOT).await;
+    assert_eq!(
+        children.len(),
+        1,
+        "exactly one node: the recovered one, {children:?}"
+    );
     assert_eq!(format!("{ROOT}/{}", children[0]), guard.path());
     guard.release().await.unwrap();
     wait_children(&raw, ROOT, 0).await;
@@ -141,7 +208,10 @@ async fn an_operator_deleting_the_lock_node_makes_the_holder_lose_it() {
     let raw = zk.raw().await;
     wait_children(&raw, ROOT, 2).await;
     raw.delete(guard.path(), None).await.unwrap();
-    assert_eq!(within("lost() after deletion", 10, guard.lost()).await, LossReason::NodeDeleted);
+    assert_eq!(
+        within("lost() after deletion", 10, guard.lost()).await,
+        LossReason::NodeDeleted
+    );
     assert!(!guard.is_held());
     let (token, _) = within("the next grant", 10, waiting).await.unwrap();
     assert!(token > guard.token());
@@ -153,30 +223,158 @@ async fn bad_roots_and_acls_get_typed_errors_and_leave_no_node() {
     let zk = Zk::start("bad-roots").await;
     let raw = zk.raw().await;
     let session = zk.session().await;
-    let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
-
-    raw.create("/container", &[], &zkc::CreateMode::Container.with_acls(zkc::Acls::anyone_all())).await.unwrap();
-    raw.create("/container/keep", &[], &persistent).await.unwrap(); // keeps the container alive
-    let err = ZkMutex::new(&session, "/container").unwrap().lock().await.unwrap_err();
-    assert!(matches!(err, Error::UnsuitableRoot { kind: RootKind::Container, .. }), "{err}");
 
     let owner = zk.raw().await;
-    owner.create("/ephemeral", &[], &zkc::CreateMode::Ephemeral.with_acls(zkc::Acls::anyone_all())).await.unwrap();
-    let err = ZkMutex::new(&session, "/ephemeral").unwrap().try_lock().await.unwrap_err();
-    assert!(matches!(err, Error::UnsuitableRoot { kind: RootKind::Ephemeral, .. }), "{err}");
+    owner
+        .create(
+            "/ephemeral",
+            &[],
+            &zkc::CreateMode::Ephemeral.with_acls(zkc::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let err = ZkMutex::new(&session, "/ephemeral")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsuitableRoot {
+                kind: RootKind::Ephemeral,
+                ..
+            }
+        ),
+        "{err}"
+    );
 
-    raw.create("/readonly", &[], &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_read())).await.unwrap();
-    let err = ZkMutex::new(&session, "/readonly").unwrap().lock().await.unwrap_err();
+    raw.create(
+        "/readonly",
+        &[],
+        &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_read()),
+    )
+    .await
+    .unwrap();
+    let err = ZkMutex::new(&session, "/readonly")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NoAuth { .. }), "{err}");
-    let err = ZkMutex::new(&session, "/readonly/below").unwrap().lock().await.unwrap_err();
+    let err = ZkMutex::new(&session, "/readonly/below")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NoAuth { .. }), "{err}");
 
-    for path in ["", "relative", "/", "/a/", "/a//b", "/a\0b", "/zookeeper", "/zookeeper/x"] {
-        assert!(matches!(ZkMutex::new(&session, path), Err(Error::InvalidPath { .. })), "{path:?}");
+    for path in [
+        "",
+        "relative",
+        "/",
+        "/a/",
+        "/a//b",
+        "/a\0b",
+        "/zookeeper",
+        "/zookeeper/x",
+    ] {
+        assert!(
+            matches!(ZkMutex::new(&session, path), Err(Error::InvalidPath { .. })),
+            "{path:?}"
+        );
     }
-    assert_eq!(raw.list_children("/container").await.unwrap(), ["keep"]);
     assert!(raw.list_children("/readonly").await.unwrap().is_empty());
     assert!(raw.list_children("/ephemeral").await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_and_recreated_root_is_refused_instead_of_restarting_tokens() {
+    let zk = Zk::start("replaced-root").await;
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let mutex = ZkMutex::new(&session, ROOT).unwrap();
+    let mut last = None;
+    for _ in 0..5 {
+        last = Some(mutex.lock().await.unwrap().token());
+    }
+    let last = last.unwrap();
+    // An operator removes the whole lock (anchor included) and someone creates it again.
+    raw.delete(&format!("{ROOT}/~zk-recipes-anchor"), None)
+        .await
+        .unwrap();
+    wait_children(&raw, ROOT, 0).await;
+    raw.delete(ROOT, None).await.unwrap();
+    raw.create(
+        ROOT,
+        &[],
+        &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let err = mutex.lock().await.unwrap_err();
+    assert!(matches!(err, Error::RootReplaced { .. }), "{err}");
+    wait_children(&raw, ROOT, 0).await;
+    // A fresh ZkMutex value starts over knowingly.
+    let fresh = ZkMutex::new(&session, ROOT).unwrap();
+    let again = fresh.lock().await.unwrap();
+    assert!(
+        again.token() < last,
+        "the sequence restarted: this is why the old value refused"
+    );
+}
+
+/// ZooKeeper reports a container's `ephemeralOwner` as 0, so no client can refuse a container
+/// root; the anchor child keeps it from being reaped (and its sequence from restarting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_root_is_anchored_and_never_reaped() {
+    if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
+        println!("not run: needs its own server with a fast container reaper ({reason})");
+        return;
+    }
+    let server = zk_testcontainers::ZkServer::start_with(
+        zk_testcontainers::ServerOptions::default().with_env(
+            "ZK_JAVA_OPTS",
+            "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
+        ),
+    )
+    .await
+    .unwrap();
+    let connect = server.connect_string();
+    let raw = zkc::Client::connect(&connect).await.unwrap();
+    let container = zkc::CreateMode::Container.with_acls(zkc::Acls::anyone_all());
+    let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    // Control: an emptied container is reaped by this server within moments.
+    raw.create("/control", &[], &container).await.unwrap();
+    raw.create("/control/child", &[], &persistent)
+        .await
+        .unwrap();
+    raw.delete("/control/child", None).await.unwrap();
+    within("the control container to be reaped", 20, async {
+        loop {
+            let (stat, watcher) = raw.check_and_watch_stat("/control").await.unwrap();
+            if stat.is_none() {
+                return;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await;
+
+    raw.create("/locks", &[], &container).await.unwrap();
+    let session = Session::connect(SessionOptions::new(connect.clone()))
+        .await
+        .unwrap();
+    let mutex = ZkMutex::new(&session, "/locks").unwrap();
+    let first = mutex.lock().await.unwrap();
+    let token = first.token();
+    first.release().await.unwrap();
+    // Empty of contenders now; the reaper runs every 100 ms. Give it many rounds: a write
+    // round trip after 2 s proves the root is still the same node.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = mutex.lock().await.unwrap();
+    assert!(after.token() > token, "the sequence did not restart");
+    assert!(raw.check_stat("/locks").await.unwrap().is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +386,10 @@ async fn an_unreachable_ensemble_is_a_typed_error_not_a_hang() {
     let err = within(
         "connect to nothing",
         20,
-        Session::connect(SessionOptions::new(format!("127.0.0.1:{port}")).connection_timeout(Duration::from_secs(2))),
+        Session::connect(
+            SessionOptions::new(format!("127.0.0.1:{port}"))
+                .connection_timeout(Duration::from_secs(2)),
+        ),
     )
     .await
     .unwrap_err();

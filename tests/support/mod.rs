@@ -25,8 +25,12 @@ pub struct Zk {
 impl Zk {
     pub async fn start(name: &str) -> Zk {
         init_tracing();
-        let server = test_server().await.expect("a ZooKeeper server for the test");
-        let connect = chroot(&server.connect_string(), name).await.expect("a chroot");
+        let server = test_server()
+            .await
+            .expect("a ZooKeeper server for the test");
+        let connect = chroot(&server.connect_string(), name)
+            .await
+            .expect("a chroot");
         Zk { server, connect }
     }
 
@@ -42,24 +46,49 @@ impl Zk {
 
     /// A raw client in the test's chroot, for checks made behind the library's back.
     pub async fn raw(&self) -> zookeeper_client::Client {
-        zookeeper_client::Client::connect(&self.connect).await.expect("raw client")
+        zookeeper_client::Client::connect(&self.connect)
+            .await
+            .expect("raw client")
     }
 }
 
-/// Waits until `path` has exactly `n` children, on watch events (no polling loop with sleeps).
+/// Waits until `path` has exactly `n` contender children (the library's `~` anchor aside), on
+/// watch events (no polling loop with sleeps).
 pub async fn wait_children(client: &zookeeper_client::Client, path: &str, n: usize) {
     let wait = async {
         loop {
-            let (children, _, watcher) = client.get_and_watch_children(path).await.expect("list children");
-            if children.len() == n {
-                return;
+            match client.get_and_watch_children(path).await {
+                Ok((children, _, watcher)) => {
+                    if children.iter().filter(|c| !c.starts_with('~')).count() == n {
+                        return;
+                    }
+                    watcher.changed().await;
+                }
+                Err(zookeeper_client::Error::NoNode) => {
+                    let (stat, watcher) = client.check_and_watch_stat(path).await.expect("exists");
+                    if stat.is_none() {
+                        if n == 0 {
+                            return;
+                        }
+                        watcher.changed().await;
+                    }
+                }
+                Err(err) => panic!("list {path}: {err}"),
             }
-            watcher.changed().await;
         }
     };
     tokio::time::timeout(scaled(Duration::from_secs(30)), wait)
         .await
         .unwrap_or_else(|_| panic!("{path} never had {n} children"));
+}
+
+/// The contender nodes under `path`: its children but the library's `~` anchor.
+pub async fn contenders(client: &zookeeper_client::Client, path: &str) -> Vec<String> {
+    let children = client.list_children(path).await.expect("list children");
+    children
+        .into_iter()
+        .filter(|c| !c.starts_with('~'))
+        .collect()
 }
 
 /// Runs `fut` with the scaled default test timeout.
@@ -117,9 +146,16 @@ fn init_tracing() {
         let counter = EventCounter::default();
         let fmt = tracing_subscriber::fmt::layer()
             .with_test_writer()
-            .with_filter(tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into()));
-        let count = CountLayer(counter.clone()).with_filter(tracing_subscriber::filter::LevelFilter::DEBUG);
-        let _ = tracing_subscriber::registry().with(fmt).with(count).try_init();
+            .with_filter(
+                tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                    .unwrap_or_else(|_| "warn".into()),
+            );
+        let count =
+            CountLayer(counter.clone()).with_filter(tracing_subscriber::filter::LevelFilter::DEBUG);
+        let _ = tracing_subscriber::registry()
+            .with(fmt)
+            .with(count)
+            .try_init();
         counter
     });
 }

@@ -32,8 +32,16 @@ impl LosingProxy {
         let armed2 = armed.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let server = TcpStream::connect(&upstream).await.unwrap();
-                tokio::spawn(pump(client, server, armed2.clone(), marker, lost_tx.clone()));
+                let Ok(server) = TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                tokio::spawn(pump(
+                    client,
+                    server,
+                    armed2.clone(),
+                    marker,
+                    lost_tx.clone(),
+                ));
             }
         });
         LosingProxy { addr, armed, lost }
@@ -73,12 +81,14 @@ async fn pump(
         write_frame(&mut sw, &connect).await?;
         loop {
             let frame = read_frame(&mut cr).await?;
-            if doomed_tx.borrow().is_some() {
+            let doomed = doomed_tx.borrow().is_some();
+            if doomed {
                 continue; // the connection is doomed: the server hears nothing more
             }
             let xid = i32::from_be_bytes(frame[0..4].try_into().unwrap());
             let op = i32::from_be_bytes(frame[4..8].try_into().unwrap());
-            let is_target = (op == OP_CREATE || op == OP_CREATE2) && frame.windows(marker.len()).any(|w| w == marker);
+            let is_target = (op == OP_CREATE || op == OP_CREATE2)
+                && frame.windows(marker.len()).any(|w| w == marker);
             write_frame(&mut sw, &frame).await?;
             if is_target && armed.swap(false, Ordering::SeqCst) {
                 doomed_tx.send_replace(Some(xid));
@@ -92,7 +102,8 @@ async fn pump(
         write_frame(&mut cw, &connect).await?;
         loop {
             let frame = read_frame(&mut sr).await?;
-            match *doomed_rx.borrow_and_update() {
+            let doomed = *doomed_rx.borrow_and_update();
+            match doomed {
                 None => write_frame(&mut cw, &frame).await?,
                 Some(xid) => {
                     let reply_xid = i32::from_be_bytes(frame[0..4].try_into().unwrap());
