@@ -11,6 +11,8 @@
 #   ZK_MAX_SESSION_TIMEOUT    ms; default 60000
 #   ZK_INIT_LIMIT             ticks; default 100
 #   ZK_SYNC_LIMIT             ticks; default 25
+#   ZK_CFG_EXTRA              extra zoo.cfg settings, space-separated key=value (like the
+#                             official image's ZOO_CFG_EXTRA), e.g. "cnxTimeout=1000"
 #   ZK_JAVA_OPTS              extra JVM options; default a small heap
 set -eu
 
@@ -34,6 +36,7 @@ servers=${ZK_SERVERS:-}
     echo "reconfigEnabled=false"
     echo "autopurge.purgeInterval=0"
     echo "quorumListenOnAllIPs=true"
+    for kv in ${ZK_CFG_EXTRA:-}; do echo "$kv"; done
     if [ -n "$servers" ]; then
         echo "standaloneEnabled=false"
         for s in $servers; do echo "$s"; done
@@ -43,6 +46,15 @@ echo "$id" > "$data/myid"
 
 echo "zk-entrypoint: server id $id; configuration:"
 sed 's/^/  /' /etc/zoo.cfg
+
+# Members find each other by container name, and names come and go: a peer's name resolves
+# only once its container runs, and a member cut off by `docker network disconnect` may come
+# back with another address. The JDK caches failed lookups for 10 s and successful ones for
+# 30 s, which turns each of these into a stall; look names up afresh instead.
+cat > /etc/zk-java.security <<'SECURITY'
+networkaddress.cache.ttl=1
+networkaddress.cache.negative.ttl=0
+SECURITY
 
 j=/usr/share/java
 cp="$j/zookeeper.jar:$j/zookeeper-jute.jar:$j/slf4j-api.jar:$j/slf4j-simple.jar"
@@ -55,6 +67,7 @@ done
 
 # exec: the JVM becomes PID 1's child-free replacement, so docker stop/kill reach it directly.
 exec java ${ZK_JAVA_OPTS:--Xms64m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1} \
+    -Djava.security.properties=/etc/zk-java.security \
     -Dorg.slf4j.simpleLogger.logFile=System.out \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
     -Dzookeeper.admin.enableServer=false \

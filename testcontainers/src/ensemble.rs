@@ -34,8 +34,8 @@ pub struct ZkEnsemble {
 }
 
 impl ZkEnsemble {
-    /// Starts an ensemble of `n` members with the default [`ServerOptions`] and waits for a
-    /// quorum with a leader.
+    /// Starts an ensemble of `n` members with the default [`ServerOptions`] and waits until
+    /// every member serves (one leader, the others following).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
@@ -47,8 +47,9 @@ impl ZkEnsemble {
         Self::start_with(n, ServerOptions::default()).await
     }
 
-    /// Starts an ensemble of `n` members (1 to 9) with the given options and waits for a
-    /// quorum with a leader, within the options' startup timeout.
+    /// Starts an ensemble of `n` members (1 to 9) with the given options and waits until
+    /// every member serves (one leader, the others following), within the options' startup
+    /// timeout.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -97,7 +98,7 @@ impl ZkEnsemble {
                 .await?;
         }
         ensemble
-            .wait_for_quorum(deadline.saturating_duration_since(Instant::now()))
+            .wait_for_all_serving(deadline.saturating_duration_since(Instant::now()))
             .await?;
         Ok(ensemble)
     }
@@ -206,11 +207,15 @@ impl ZkEnsemble {
         for (i, member) in self.members.iter().enumerate() {
             let port = member.host_port();
             tasks.spawn(async move {
-                let mode = four_letter_at(port, "srvr", limit).await.and_then(|answer| {
-                    ServerMode::parse(&answer).ok_or_else(|| {
-                        HarnessError::Container(format!("no Mode in the srvr answer {answer:?}"))
-                    })
-                });
+                let mode = four_letter_at(port, "srvr", limit)
+                    .await
+                    .and_then(|answer| {
+                        ServerMode::parse(&answer).ok_or_else(|| {
+                            HarnessError::Container(format!(
+                                "no Mode in the srvr answer {answer:?}"
+                            ))
+                        })
+                    });
                 (i, mode)
             });
         }
@@ -268,20 +273,45 @@ impl ZkEnsemble {
     /// # Ok(()) }
     /// ```
     pub async fn wait_for_quorum(&self, timeout: Duration) -> Result<(), HarnessError> {
+        self.wait_for_serving(self.members.len() / 2 + 1, timeout)
+            .await
+    }
+
+    /// Waits until exactly one member leads and all the others follow, e.g. after a member
+    /// came back with [`start_again`](ZkMember::start_again) or
+    /// [`reconnect`](ZkMember::reconnect). `timeout` is used as given: wrap it in
+    /// [`scaled`](crate::scaled).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zk_testcontainers::scaled;
+    ///
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// ensemble.member(1).disconnect().await?;
+    /// ensemble.member(1).reconnect().await?;
+    /// ensemble.wait_for_all_serving(scaled(Duration::from_secs(30))).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_all_serving(&self, timeout: Duration) -> Result<(), HarnessError> {
+        self.wait_for_serving(self.members.len(), timeout).await
+    }
+
+    async fn wait_for_serving(&self, needed: usize, timeout: Duration) -> Result<(), HarnessError> {
         let deadline = Instant::now() + timeout;
-        let majority = self.members.len() / 2 + 1;
         loop {
             let modes = self.modes().await;
             let serving = modes
                 .iter()
                 .filter(|m| matches!(m, Ok(ServerMode::Leader | ServerMode::Follower)))
                 .count();
-            if leaders(&modes).len() == 1 && serving >= majority {
+            if leaders(&modes).len() == 1 && serving >= needed {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(HarnessError::Timeout(format!(
-                    "no quorum with one leader within {timeout:?}: {}",
+                    "not {needed} of {} members serving with one leader within {timeout:?}: {}",
+                    self.members.len(),
                     self.describe(&modes)
                 )));
             }

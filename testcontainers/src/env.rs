@@ -65,6 +65,7 @@ fn external_connect() -> Option<String> {
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per test; boxing would only complicate matching
 pub enum TestZk {
     /// `ZK_CONNECT` was set: the connect string, nothing is owned.
     External(String),

@@ -101,9 +101,8 @@ fn build_locked(script: &Path) -> Result<(), HarnessError> {
         )));
     }
     let lock = lock_path();
-    let _guard = FileLock::acquire(&lock).map_err(|e| {
-        HarnessError::ImageBuild(format!("cannot lock {}: {e}", lock.display()))
-    })?;
+    let _guard = FileLock::acquire(&lock)
+        .map_err(|e| HarnessError::ImageBuild(format!("cannot lock {}: {e}", lock.display())))?;
     eprintln!(
         "zk-testcontainers: {DEFAULT_IMAGE} is missing; building it with {} (about a minute)",
         script.display()

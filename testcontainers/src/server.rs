@@ -57,6 +57,15 @@ pub struct ServerOptions {
     /// How long a server (or an ensemble's quorum) may take to come up, before
     /// [`scaled`](crate::scaled). Default 60 s.
     pub startup_timeout: Duration,
+    /// Ensembles: how long followers may take to connect and sync to a new leader
+    /// (`initLimit`, in ticks after [`scaled`](crate::scaled)). Default 5 s. A leader that
+    /// waits in vain for its followers gives up after this long and a new election starts.
+    pub init_limit: Duration,
+    /// Ensembles: how long a follower may lag or be silent before the leader drops it, and
+    /// a silent leader before its followers drop it (`syncLimit`, in ticks after
+    /// [`scaled`](crate::scaled)). Default 3 s: a member cut off by
+    /// [`disconnect`](ZkMember::disconnect) is noticed this fast.
+    pub sync_limit: Duration,
     /// Extra environment variables for the container (they win over the harness's own).
     pub env: Vec<(String, String)>,
 }
@@ -69,6 +78,8 @@ impl Default for ServerOptions {
             min_session_timeout: None,
             max_session_timeout: None,
             startup_timeout: Duration::from_secs(60),
+            init_limit: Duration::from_secs(5),
+            sync_limit: Duration::from_secs(3),
             env: Vec::new(),
         }
     }
@@ -121,6 +132,20 @@ impl ServerOptions {
     /// ```
     pub fn with_startup_timeout(mut self, timeout: Duration) -> Self {
         self.startup_timeout = timeout;
+        self
+    }
+
+    /// Sets `initLimit` and `syncLimit` as durations (see the fields).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let opts = zk_testcontainers::ServerOptions::default()
+    ///     .with_limits(Duration::from_secs(10), Duration::from_secs(5));
+    /// assert_eq!(opts.sync_limit, Duration::from_secs(5));
+    /// ```
+    pub fn with_limits(mut self, init: Duration, sync: Duration) -> Self {
+        self.init_limit = init;
+        self.sync_limit = sync;
         self
     }
 
@@ -333,20 +358,33 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
 fn environment(l: &Launch<'_>) -> Vec<(String, String)> {
     let o = l.opts;
     let ms = |d: Duration| d.as_millis().to_string();
+    // A limit in ticks, at least 2.
+    let ticks = |d: Duration| {
+        let tick = o.tick_time.as_millis().max(1);
+        scaled(d).as_millis().div_ceil(tick).max(2).to_string()
+    };
     let (id, servers) = l.member.unwrap_or((1, ""));
     let mut env = vec![
         ("ZK_SERVER_ID", id.to_string()),
         ("ZK_SERVERS", servers.to_owned()),
         ("ZK_TICK_TIME", ms(o.tick_time)),
+        ("ZK_INIT_LIMIT", ticks(o.init_limit)),
+        ("ZK_SYNC_LIMIT", ticks(o.sync_limit)),
         ("ZOO_MY_ID", id.to_string()),
         ("ZOO_TICK_TIME", ms(o.tick_time)),
-        ("ZOO_INIT_LIMIT", "100".to_owned()),
-        ("ZOO_SYNC_LIMIT", "25".to_owned()),
+        ("ZOO_INIT_LIMIT", ticks(o.init_limit)),
+        ("ZOO_SYNC_LIMIT", ticks(o.sync_limit)),
         ("ZOO_4LW_COMMANDS_WHITELIST", "*".to_owned()),
         ("ZOO_ADMINSERVER_ENABLED", "false".to_owned()),
         ("ZOO_MAX_CLIENT_CNXNS", "0".to_owned()),
     ];
-    let mut extra = vec!["quorumListenOnAllIPs=true".to_owned()];
+    // Peers connect within a Docker network in well under a millisecond. ZooKeeper's default
+    // of 5 s for these connections stalls elections whenever a member is unreachable (the
+    // election messages to everyone wait behind the blocked connect).
+    let mut extra = vec![
+        "quorumListenOnAllIPs=true".to_owned(),
+        format!("cnxTimeout={}", ms(scaled(Duration::from_secs(1)))),
+    ];
     if let Some(min) = o.min_session_timeout {
         env.push(("ZK_MIN_SESSION_TIMEOUT", ms(min)));
         extra.push(format!("minSessionTimeout={}", ms(min)));
@@ -359,9 +397,9 @@ fn environment(l: &Launch<'_>) -> Vec<(String, String)> {
         env.push(("ZOO_SERVERS", servers.to_owned()));
         env.push(("ZOO_STANDALONE_ENABLED", "false".to_owned()));
     }
+    env.push(("ZK_CFG_EXTRA", extra.join(" ")));
     env.push(("ZOO_CFG_EXTRA", extra.join(" ")));
-    let mut env: Vec<(String, String)> =
-        env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let mut env: Vec<(String, String)> = env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     env.extend(o.env.iter().cloned());
     env
 }

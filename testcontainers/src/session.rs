@@ -78,7 +78,10 @@ pub async fn expire_session(
 /// ```
 pub async fn chroot(connect_string: &str, name: &str) -> Result<String, HarnessError> {
     let (hosts, base) = match connect_string.find('/') {
-        Some(i) => (&connect_string[..i], connect_string[i..].trim_end_matches('/')),
+        Some(i) => (
+            &connect_string[..i],
+            connect_string[i..].trim_end_matches('/'),
+        ),
         None => (connect_string, ""),
     };
     let path = format!("{base}{CHROOT_ROOT}/{}-{}", sanitize(name), unique_suffix());

@@ -18,9 +18,15 @@ async fn server_answers_create_and_read() {
     let root = zk_testcontainers::chroot(&server.connect_string(), "create and read")
         .await
         .unwrap();
-    assert!(root.starts_with(&format!("{}/zk-tests/create_and_read-", server.connect_string())));
+    assert!(root.starts_with(&format!(
+        "{}/zk-tests/create_and_read-",
+        server.connect_string()
+    )));
     let client = connect(&root, Duration::from_secs(10)).await;
-    client.create("/greeting", b"hello", &PERSISTENT).await.unwrap();
+    client
+        .create("/greeting", b"hello", &PERSISTENT)
+        .await
+        .unwrap();
     let (data, stat) = client.get_data("/greeting").await.unwrap();
     assert_eq!(data, b"hello");
     assert_eq!(stat.version, 0);
@@ -41,12 +47,25 @@ async fn paused_server_disconnects_client_and_unpause_reconnects_it() {
     let mut states = client.state_watcher();
 
     server.pause().await.unwrap();
-    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(15))).await;
+    wait_for_state(
+        &mut states,
+        SessionState::Disconnected,
+        scaled(Duration::from_secs(15)),
+    )
+    .await;
 
     server.unpause().await.unwrap();
-    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(15))).await;
+    wait_for_state(
+        &mut states,
+        SessionState::SyncConnected,
+        scaled(Duration::from_secs(15)),
+    )
+    .await;
     assert_eq!(client.session_id(), session);
-    client.create("/after-pause", b"", &PERSISTENT).await.unwrap();
+    client
+        .create("/after-pause", b"", &PERSISTENT)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -57,8 +76,15 @@ async fn expire_session_expires_the_clients_session() {
     let mut states = client.state_watcher();
     client.create("/before", b"", &PERSISTENT).await.unwrap();
 
-    expire_session(&server.connect_string(), client.session()).await.unwrap();
-    wait_for_state(&mut states, SessionState::Expired, scaled(Duration::from_secs(15))).await;
+    expire_session(&server.connect_string(), client.session())
+        .await
+        .unwrap();
+    wait_for_state(
+        &mut states,
+        SessionState::Expired,
+        scaled(Duration::from_secs(15)),
+    )
+    .await;
     assert!(matches!(
         client.get_data("/before").await,
         Err(zookeeper_client::Error::SessionExpired)
@@ -72,16 +98,32 @@ async fn stop_and_start_again_keep_connect_string_data_and_session() {
     let client = connect(&connect_string, Duration::from_secs(20)).await;
     let session = client.session_id();
     let mut states = client.state_watcher();
-    client.create("/durable", b"kept", &PERSISTENT).await.unwrap();
+    client
+        .create("/durable", b"kept", &PERSISTENT)
+        .await
+        .unwrap();
 
     server.stop().await.unwrap();
-    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(10))).await;
-    assert!(server.four_letter("ruok").await.is_err(), "a stopped server answered");
+    wait_for_state(
+        &mut states,
+        SessionState::Disconnected,
+        scaled(Duration::from_secs(10)),
+    )
+    .await;
+    assert!(
+        server.four_letter("ruok").await.is_err(),
+        "a stopped server answered"
+    );
 
     server.start_again().await.unwrap();
     assert_eq!(server.connect_string(), connect_string);
     // The old client finds the server at the same address and resumes its session.
-    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(20))).await;
+    wait_for_state(
+        &mut states,
+        SessionState::SyncConnected,
+        scaled(Duration::from_secs(20)),
+    )
+    .await;
     assert_eq!(client.session_id(), session);
     let (data, _) = eventually("reading /durable", scaled(Duration::from_secs(10)), || {
         client.get_data("/durable")
@@ -97,7 +139,10 @@ async fn kill_and_start_again_keep_data() {
     client.create("/survivor", b"1", &PERSISTENT).await.unwrap();
 
     server.kill().await.unwrap();
-    assert!(server.four_letter("ruok").await.is_err(), "a killed server answered");
+    assert!(
+        server.four_letter("ruok").await.is_err(),
+        "a killed server answered"
+    );
     server.start_again().await.unwrap();
     let fresh = connect(&server.connect_string(), Duration::from_secs(10)).await;
     assert_eq!(fresh.get_data("/survivor").await.unwrap().0, b"1");
@@ -111,16 +156,29 @@ async fn disconnect_cuts_the_client_and_reconnect_restores_it() {
     let mut states = client.state_watcher();
 
     server.disconnect().await.unwrap();
-    wait_for_state(&mut states, SessionState::Disconnected, scaled(Duration::from_secs(10))).await;
+    wait_for_state(
+        &mut states,
+        SessionState::Disconnected,
+        scaled(Duration::from_secs(10)),
+    )
+    .await;
     assert!(
         server.four_letter("ruok").await.is_err(),
         "the host port still answers while disconnected"
     );
 
     server.reconnect().await.unwrap();
-    wait_for_state(&mut states, SessionState::SyncConnected, scaled(Duration::from_secs(20))).await;
+    wait_for_state(
+        &mut states,
+        SessionState::SyncConnected,
+        scaled(Duration::from_secs(20)),
+    )
+    .await;
     assert_eq!(client.session_id(), session);
-    client.create("/after-reconnect", b"", &PERSISTENT).await.unwrap();
+    client
+        .create("/after-reconnect", b"", &PERSISTENT)
+        .await
+        .unwrap();
 }
 
 /// The container goes away with its handle, also when the owner panics.

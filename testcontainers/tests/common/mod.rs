@@ -63,20 +63,28 @@ where
 
 /// Whether Docker still knows a container by this name or id.
 pub async fn container_exists(name: &str) -> bool {
-    let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
+    let docker = testcontainers::core::client::docker_client_instance()
+        .await
+        .unwrap();
     match docker.inspect_container(name, None).await {
         Ok(_) => true,
-        Err(DockerError::DockerResponseServerError { status_code: 404, .. }) => false,
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => false,
         Err(e) => panic!("inspecting container {name}: {e}"),
     }
 }
 
 /// Whether Docker still knows a network by this name.
 pub async fn network_exists(name: &str) -> bool {
-    let docker = testcontainers::core::client::docker_client_instance().await.unwrap();
+    let docker = testcontainers::core::client::docker_client_instance()
+        .await
+        .unwrap();
     match docker.inspect_network(name, None).await {
         Ok(_) => true,
-        Err(DockerError::DockerResponseServerError { status_code: 404, .. }) => false,
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => false,
         Err(e) => panic!("inspecting network {name}: {e}"),
     }
 }
