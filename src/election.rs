@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::{info, info_span, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{Error, Result};
+use crate::error::{connection_lost, Error, Result};
 use crate::fence::FencingToken;
 use crate::grant::Grant;
 use crate::path::{sorted_contenders, ZkPath};
@@ -352,7 +352,7 @@ async fn read_leader(
         let (children, children_watch) = match listed {
             Ok(listed) => listed,
             Err(zk::Error::NoNode) => (Vec::new(), None),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if connection_lost(&e) => {
                 drop(client);
                 epoch.wait_reconnect().await;
                 continue;
@@ -364,11 +364,14 @@ async fn read_leader(
             .find(|c| !c.is_wrapped())
         else {
             if watch && children_watch.is_none() {
-                // No root yet: wait for it to appear.
-                let (_, w) = client
+                // No root yet: wait for it to appear (or look again if it just did).
+                let (stat, w) = client
                     .check_and_watch_stat(root.as_str())
                     .await
                     .map_err(|e| Error::zk(e, root.as_str()))?;
+                if stat.is_some() {
+                    continue;
+                }
                 return Ok((None, Some(w)));
             }
             return Ok((None, children_watch));
@@ -391,7 +394,7 @@ async fn read_leader(
             }
             // It resigned between the listing and the read: look again.
             Err(zk::Error::NoNode) => continue,
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if connection_lost(&e) => {
                 drop(client);
                 epoch.wait_reconnect().await;
                 continue;

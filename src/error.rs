@@ -124,10 +124,20 @@ impl Error {
             Z::NoAuth => Error::NoAuth {
                 path: path.to_owned(),
             },
-            Z::SessionExpired => Error::SessionExpired,
-            Z::ClientClosed => Error::SessionClosed,
+            // Our epoch owns the only long-lived client handle: it is closed when the session
+            // ends (expired, given up, or closed by `Session::close`, which `Session::epoch`
+            // reports as `SessionClosed` on the next call).
+            Z::SessionExpired | Z::ClientClosed => Error::SessionExpired,
             Z::AuthFailed => Error::AuthFailed,
             other => Error::Zk(other),
         }
     }
+}
+
+/// Whether a ZooKeeper error means "the connection broke; the outcome is unknown". Besides
+/// `ConnectionLoss`, zookeeper-client hands in-flight requests the error that ended the
+/// connection (an I/O error, "no response from connection in ...").
+pub(crate) fn connection_lost(err: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as Z;
+    matches!(err, Z::ConnectionLoss | Z::Custom(_) | Z::Timeout)
 }

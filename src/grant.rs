@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tracing::{info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{Error, Result};
+use crate::error::{connection_lost, Error, Result};
 use crate::fence::{FencedWrite, FencingToken};
 use crate::queue::OwnedNode;
 use crate::session::{Epoch, Session};
@@ -51,6 +51,8 @@ pub struct Grant {
     path: String,
     token: FencingToken,
     czxid: i64,
+    /// The session's suspension count when granted (see `LossPolicy::Suspension`).
+    since: u64,
     deleted: Arc<AtomicBool>,
     released: bool,
 }
@@ -77,6 +79,7 @@ impl Grant {
             path: node.path.clone(),
             token,
             czxid,
+            since: node.epoch.register(&node.path),
             deleted: Arc::new(AtomicBool::new(false)),
             released: false,
         }
@@ -141,7 +144,7 @@ impl Grant {
     /// # }
     /// ```
     pub fn is_held(&self) -> bool {
-        !self.released && !self.deleted.load(Ordering::Relaxed) && self.epoch.holds()
+        !self.released && !self.deleted.load(Ordering::Relaxed) && self.epoch.holds(self.since)
     }
 
     /// Resolves when the grant is lost: its session expired (or was given up), its node was
@@ -166,7 +169,7 @@ impl Grant {
             return LossReason::NodeDeleted;
         }
         let reason = tokio::select! {
-            _ = self.epoch.lost() => {
+            _ = self.epoch.lost(self.since) => {
                 if self.epoch.is_lost() { LossReason::SessionExpired } else { LossReason::Suspended }
             }
             _ = watch_deleted(&self.epoch, &self.path) => {
@@ -211,7 +214,7 @@ impl Grant {
                             path: self.path.clone(),
                         })
                     }
-                    Err(zk::Error::ConnectionLoss) => {
+                    Err(e) if connection_lost(&e) => {
                         drop(client);
                         self.epoch.wait_reconnect().await;
                     }
@@ -223,6 +226,7 @@ impl Grant {
         .await;
         // Only now: had the future been dropped on the way, `Drop` would clean up.
         self.released = true;
+        self.epoch.unregister(&self.path);
         result
     }
 }
@@ -246,7 +250,7 @@ async fn watch_deleted(epoch: &Epoch, path: &str) {
         let watcher = match client.check_and_watch_stat(path).await {
             Ok((None, _)) => return,
             Ok((Some(_), watcher)) => watcher,
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if connection_lost(&e) => {
                 drop(client);
                 epoch.wait_reconnect().await;
                 continue;

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{Error, Result, RootKind};
+use crate::error::{connection_lost, Error, Result, RootKind};
 use crate::grant::Grant;
 use crate::path::{new_uuid, protected_prefix, sorted_contenders, Contender, ZkPath};
 use crate::session::{Epoch, Session};
@@ -118,8 +118,11 @@ impl Queue {
                 match attempt {
                     // A session that expires while we wait took our node with it; a blocking
                     // acquire enqueues again on the new session (at the back of the queue).
-                    Err(Error::SessionExpired) if !matches!(wait, Wait::No) && epoch.is_lost() => {
+                    Err(Error::SessionExpired) if !matches!(wait, Wait::No) => {
                         warn!("session expired while waiting; enqueueing again on a new session");
+                        // The client reports expiry a moment before the supervisor ends the
+                        // epoch; wait for that so the next round gets the new session.
+                        epoch.ended().await;
                         continue;
                     }
                     other => return other,
@@ -299,7 +302,7 @@ impl Queue {
                 let watcher = match client.check_and_watch_stat(&path).await {
                     Ok((None, _)) => return Ok(WaitOutcome::Gone),
                     Ok((Some(_), watcher)) => watcher,
-                    Err(zk::Error::ConnectionLoss) => {
+                    Err(e) if connection_lost(&e) => {
                         drop(client);
                         epoch.wait_reconnect().await;
                         continue;
@@ -340,7 +343,7 @@ impl Queue {
             let client = epoch.client()?;
             match client.list_children(root).await {
                 Ok(children) => return Ok(children),
-                Err(zk::Error::ConnectionLoss) => {
+                Err(e) if connection_lost(&e) => {
                     drop(client);
                     epoch.wait_reconnect().await;
                 }
@@ -491,7 +494,7 @@ impl CreateTask {
                         path: root.to_owned(),
                     })
                 }
-                Err(zk::Error::ConnectionLoss) => {
+                Err(e) if connection_lost(&e) => {
                     // The create may have happened with its reply lost: look for our uuid.
                     self.epoch.wait_reconnect().await;
                     if let Some(found) = self.find_ours(&names).await? {

@@ -13,12 +13,16 @@
 //!   server has expired the session or is about to, so the client gives it up itself, closes it
 //!   and opens a new one). Between a disconnect and that moment another worker may already hold
 //!   the lock: storage must check the [`FencingToken`](crate::FencingToken).
-//! - [`LossPolicy::Suspension`]: a grant is lost as soon as the connection is suspended. Stricter
-//!   (like Curator's standard error policy): a holder stops before anyone else can be granted.
+//! - [`LossPolicy::Suspension`]: a grant is lost as soon as the connection is suspended, and
+//!   stays lost even if the session reconnects (its node is then deleted, so the queue moves
+//!   on). Stricter, like Curator's standard error policy: a holder learns it must stop before
+//!   the ensemble can expire its session and grant anyone else.
 //!
 //! Nothing here depends on the client's clock for safety; the fencing token does.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -26,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{Error, Result};
+use crate::error::{connection_lost, Error, Result};
 
 /// When a granted lock or leadership counts as lost. See the [module docs](crate::session).
 ///
@@ -41,7 +45,8 @@ pub enum LossPolicy {
     /// Lost on session expiry, node deletion, or a disconnect that lasted a session timeout.
     #[default]
     Expiry,
-    /// Also lost as soon as the connection is suspended (disconnected).
+    /// Also lost as soon as the connection is suspended (disconnected), for good: on
+    /// reconnection the grant's node is deleted and the recipe must be acquired again.
     Suspension,
 }
 
@@ -182,6 +187,13 @@ pub(crate) struct Epoch {
     client: StdMutex<Option<zk::Client>>,
     state: watch::Sender<EpochState>,
     policy: LossPolicy,
+    /// How many times this session was suspended. Under [`LossPolicy::Suspension`] a grant
+    /// made before a suspension is lost for good, even when the session reconnects.
+    suspensions: AtomicU64,
+    /// Live grants' nodes, with the suspension count at grant time: under the strict policy
+    /// the nodes of grants lost to a suspension are deleted when the session reconnects, so a
+    /// guard kept after `lost()` never blocks the queue.
+    grants: StdMutex<HashMap<String, u64>>,
 }
 
 impl Epoch {
@@ -203,12 +215,48 @@ impl Epoch {
             .ok_or(Error::SessionExpired)
     }
 
-    /// Whether grants on this epoch still count as held under the session's policy.
-    pub fn holds(&self) -> bool {
-        match *self.state.borrow() {
-            EpochState::Live => true,
-            EpochState::Suspended => self.policy != LossPolicy::Suspension,
-            EpochState::Lost => false,
+    /// Registers a grant's node; returns the suspension count the grant is made under.
+    pub fn register(&self, path: &str) -> u64 {
+        let mut grants = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let since = self.suspensions.load(AtomicOrdering::SeqCst);
+        grants.insert(path.to_owned(), since);
+        since
+    }
+
+    pub fn unregister(&self, path: &str) {
+        self.grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path);
+    }
+
+    /// Under the strict policy: the nodes of grants made before the latest suspension.
+    fn take_suspended_grants(&self) -> Vec<String> {
+        if self.policy != LossPolicy::Suspension {
+            return Vec::new();
+        }
+        let now = self.suspensions.load(AtomicOrdering::SeqCst);
+        let mut grants = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let stale: Vec<String> = grants
+            .iter()
+            .filter(|(_, &at)| at < now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in &stale {
+            grants.remove(path);
+        }
+        stale
+    }
+
+    /// Whether a grant made under suspension count `since` still holds under the policy.
+    pub fn holds(&self, since: u64) -> bool {
+        let state = *self.state.borrow();
+        match self.policy {
+            _ if state == EpochState::Lost => false,
+            LossPolicy::Expiry => true,
+            LossPolicy::Suspension => {
+                state == EpochState::Live && self.suspensions.load(AtomicOrdering::SeqCst) == since
+            }
         }
     }
 
@@ -216,17 +264,10 @@ impl Epoch {
         *self.state.borrow() == EpochState::Lost
     }
 
-    /// Resolves when grants on this epoch must count as lost under the session's policy.
-    pub async fn lost(&self) {
-        let policy = self.policy;
+    /// Resolves when a grant made under suspension count `since` must count as lost.
+    pub async fn lost(&self, since: u64) {
         let mut rx = self.state.subscribe();
-        let _ = rx
-            .wait_for(|s| match s {
-                EpochState::Lost => true,
-                EpochState::Suspended => policy == LossPolicy::Suspension,
-                EpochState::Live => false,
-            })
-            .await;
+        let _ = rx.wait_for(|_| !self.holds(since)).await;
     }
 
     /// Resolves when the ZooKeeper session is over (expired, given up or closed).
@@ -247,6 +288,9 @@ impl Epoch {
         self.state.send_if_modified(|s| {
             let changed = *s != state && *s != EpochState::Lost;
             if changed {
+                if state == EpochState::Suspended {
+                    self.suspensions.fetch_add(1, AtomicOrdering::SeqCst);
+                }
                 *s = state;
             }
             changed
@@ -496,6 +540,8 @@ fn new_epoch(client: zk::Client, policy: LossPolicy) -> Arc<Epoch> {
         client: StdMutex::new(Some(client)),
         state: watch::channel(EpochState::Live).0,
         policy,
+        suspensions: AtomicU64::new(0),
+        grants: StdMutex::new(HashMap::new()),
     })
 }
 
@@ -560,7 +606,7 @@ async fn supervise(
 
 /// Follows one ZooKeeper session until it is over; returns whether we are closing.
 async fn follow(
-    epoch: &Epoch,
+    epoch: &Arc<Epoch>,
     state: &watch::Sender<SessionState>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> bool {
@@ -585,6 +631,10 @@ async fn follow(
                     info!("session reconnected");
                     suspended_since = None;
                     epoch.set(EpochState::Live);
+                    for path in epoch.take_suspended_grants() {
+                        info!(node = %path, "deleting a grant lost to the suspension");
+                        tokio::spawn(delete_node(epoch.clone(), path));
+                    }
                     state.send_replace(SessionState::Connected { session_id: id });
                 }
                 zk::SessionState::Disconnected => {
@@ -630,7 +680,7 @@ pub(crate) async fn delete_node(epoch: Arc<Epoch>, path: String) -> Result<()> {
                 debug!(%path, "contender node deleted");
                 return Ok(());
             }
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if connection_lost(&e) => {
                 drop(client);
                 epoch.wait_reconnect().await;
             }

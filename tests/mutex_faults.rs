@@ -71,21 +71,14 @@ async fn a_waiter_whose_session_expires_enqueues_again_and_leaves_nothing_behind
     let mutex = ZkMutex::new(&waiter, ROOT).unwrap();
     let waiting = tokio::spawn(lock_once(mutex));
     wait_children(&raw, ROOT, 2).await;
-    expire_session(
-        &zk.connect,
-        &waiter.client().await.unwrap().session().clone(),
-    )
-    .await
-    .unwrap();
+    let old_id = waiter.session_id().unwrap();
+    let info = waiter.client().await.unwrap().session().clone();
+    expire_session(&zk.connect, &info).await.unwrap();
     // The expired node goes, the waiter enqueues again on its new session.
     let mut states = waiter.watch_state();
-    within(
-        "waiter's new session",
-        20,
-        states.wait_for(|s| matches!(s, SessionState::Expired { .. })),
-    )
-    .await
-    .unwrap();
+    let renewed = states
+        .wait_for(|s| matches!(s, SessionState::Connected { session_id } if *session_id != old_id));
+    within("waiter's new session", 20, renewed).await.unwrap();
     wait_children(&raw, ROOT, 2).await;
     guard.release().await.unwrap();
     let (token, session_id) = within("the re-enqueued waiter's grant", 20, waiting)
