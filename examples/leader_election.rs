@@ -15,7 +15,7 @@
 //! older term after one from a newer term) and every failover completed.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ struct Elected {
 struct Board {
     accepted: AtomicU64,
     refused: AtomicU64,
+    /// Writes whose reply was lost with the connection: they may or may not have landed.
+    unknown: AtomicU64,
+    /// Set at the end: workers finish their current write and stop.
+    stop: AtomicBool,
     /// Sessions by worker, so the orchestrator can kill or expire the leader's.
     sessions: Mutex<BTreeMap<String, Session>>,
 }
@@ -180,8 +184,9 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     terms.push(third);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
+    board.stop.store(true, Ordering::SeqCst);
     for (_, task) in tasks {
-        task.abort();
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     let sessions: Vec<Session> = board.sessions.lock().unwrap().values().cloned().collect();
     for s in &sessions {
@@ -215,6 +220,10 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     println!(
         "fenced writes refused:  {}",
         board.refused.load(Ordering::Relaxed)
+    );
+    println!(
+        "fenced writes with outcome unknown (connection lost mid-write): {}",
+        board.unknown.load(Ordering::Relaxed)
     );
     match verdict {
         Ok(journal) => {
@@ -269,7 +278,17 @@ async fn run_worker(
             )
             .await;
     }
+    if let Ok(Some(leader)) = observer.changed().await {
+        println!(
+            "[{id}] candidate; current leader {} (term {})",
+            String::from_utf8_lossy(&leader.info),
+            leader.term
+        );
+    }
     loop {
+        if board.stop.load(Ordering::SeqCst) {
+            return;
+        }
         let leadership = match election.campaign().await {
             Ok(l) => l,
             Err(Error::SessionClosed) => return,
@@ -300,11 +319,19 @@ async fn run_worker(
                     write.create(&format!("{journal}/entry-"), format!("{term}:{counter}:{id}").as_bytes(), zkc::CreateMode::PersistentSequential);
                     match write.commit().await {
                         Ok(_) => { board.accepted.fetch_add(1, Ordering::Relaxed); }
-                        Err(e) => {
+                        Err(e @ (Error::Lost { .. } | Error::SessionExpired)) => {
                             board.refused.fetch_add(1, Ordering::Relaxed);
                             println!("[{id}] fenced write of term {term} refused: {e}");
                             break;
                         }
+                        Err(e) => {
+                            board.unknown.fetch_add(1, Ordering::Relaxed);
+                            println!("[{id}] fenced write of term {term} may or may not have landed: {e}");
+                        }
+                    }
+                    if board.stop.load(Ordering::SeqCst) {
+                        let _ = leadership.resign().await;
+                        return;
                     }
                 }
             }
