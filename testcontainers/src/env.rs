@@ -127,7 +127,8 @@ pub async fn test_server() -> Result<TestZk, HarnessError> {
 }
 
 /// Why ensemble tests cannot run here, if they cannot: `ZK_CONNECT` points at one external
-/// server, and ensembles need Docker containers of their own.
+/// server, and ensembles need Docker containers of their own. The same holds for tests that
+/// break their own server ([`ZkServer`]).
 ///
 /// Tests should print the reason and return, so that the output says plainly that they were
 /// not run and why (rather than passing silently):
@@ -144,9 +145,9 @@ pub async fn test_server() -> Result<TestZk, HarnessError> {
 pub fn ensemble_unavailable_reason() -> Option<String> {
     external_connect().map(|connect| {
         format!(
-            "{ZK_CONNECT_VAR}={connect} is set, so tests use that external server; ensemble \
-             tests need Docker containers of their own and were not run (unset \
-             {ZK_CONNECT_VAR} to run them)"
+            "{ZK_CONNECT_VAR}={connect} is set, so tests use that external server; this test \
+             needs ZooKeeper containers of its own (an ensemble, or a server to break) and was \
+             not run (unset {ZK_CONNECT_VAR} to run it)"
         )
     })
 }

@@ -67,9 +67,24 @@ pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
         return Ok(false);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("image/build.sh");
-    tokio::task::spawn_blocking(move || build_locked(&script))
-        .await
-        .map_err(|e| HarnessError::ImageBuild(format!("build task failed: {e}")))??;
+    if !script.is_file() {
+        return Err(HarnessError::ImageBuild(format!(
+            "{DEFAULT_IMAGE} is missing and its build script {} does not exist; \
+             set ZK_IMAGE to an image you have",
+            script.display()
+        )));
+    }
+    // Parallel test processes: one builds, the others wait for the lock and find the image.
+    let lock = lock_path();
+    let _guard = blocking(move || {
+        FileLock::acquire(&lock)
+            .map_err(|e| HarnessError::ImageBuild(format!("cannot lock {}: {e}", lock.display())))
+    })
+    .await?;
+    if present(&docker, image).await? {
+        return Ok(true);
+    }
+    blocking(move || build(&script)).await?;
     if present(&docker, image).await? {
         Ok(true)
     } else {
@@ -90,19 +105,16 @@ async fn present(docker: &Docker, image: &str) -> Result<bool, HarnessError> {
     }
 }
 
-/// Runs `build.sh` holding an exclusive lock on a well-known file. The script reuses an
-/// existing image, so whoever waited for the lock finds the image built and returns at once.
-fn build_locked(script: &Path) -> Result<(), HarnessError> {
-    if !script.is_file() {
-        return Err(HarnessError::ImageBuild(format!(
-            "{DEFAULT_IMAGE} is missing and its build script {} does not exist; \
-             set ZK_IMAGE to an image you have",
-            script.display()
-        )));
-    }
-    let lock = lock_path();
-    let _guard = FileLock::acquire(&lock)
-        .map_err(|e| HarnessError::ImageBuild(format!("cannot lock {}: {e}", lock.display())))?;
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, HarnessError> + Send + 'static,
+) -> Result<T, HarnessError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| HarnessError::ImageBuild(format!("build task failed: {e}")))?
+}
+
+/// Runs `build.sh` (the caller holds the lock).
+fn build(script: &Path) -> Result<(), HarnessError> {
     eprintln!(
         "zk-testcontainers: {DEFAULT_IMAGE} is missing; building it with {} (about a minute)",
         script.display()

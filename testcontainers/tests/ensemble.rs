@@ -5,13 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, container_exists, eventually, network_exists, PERSISTENT};
-use zk_testcontainers::{ensemble_unavailable_reason, scaled, ServerMode, ZkEnsemble};
+use common::{connect, container_exists, eventually, network_exists, not_run, PERSISTENT};
+use zk_testcontainers::{scaled, ServerMode, ZkEnsemble};
 
 #[tokio::test]
 async fn ensemble_fails_over_on_leader_loss_and_stops_writes_without_quorum() {
-    if let Some(reason) = ensemble_unavailable_reason() {
-        eprintln!("NOT RUN: {reason}");
+    if not_run() {
         return;
     }
     let ensemble = ZkEnsemble::start(3).await.unwrap();
@@ -98,8 +97,7 @@ async fn ensemble_fails_over_on_leader_loss_and_stops_writes_without_quorum() {
 
 #[tokio::test]
 async fn disconnected_member_rejoins_the_ensemble() {
-    if let Some(reason) = ensemble_unavailable_reason() {
-        eprintln!("NOT RUN: {reason}");
+    if not_run() {
         return;
     }
     let ensemble = ZkEnsemble::start(3).await.unwrap();

@@ -5,22 +5,25 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, container_exists, eventually, wait_for_state, PERSISTENT};
-use zk_testcontainers::{expire_session, scaled, ServerMode, ZkServer};
+use common::{connect, container_exists, eventually, not_run, wait_for_state, PERSISTENT};
+use zk_testcontainers::{expire_session, scaled, test_server, ServerMode, ZkServer};
 use zookeeper_client::SessionState;
 
+/// Also runs against `ZK_CONNECT`: it needs no fault injection.
 #[tokio::test]
 async fn server_answers_create_and_read() {
-    let server = ZkServer::start().await.unwrap();
-    assert_eq!(server.mode().await.unwrap(), ServerMode::Standalone);
-    assert!(server.four_letter("ruok").await.unwrap().contains("imok"));
+    let zk = test_server().await.unwrap();
+    if let Some(server) = zk.server() {
+        assert_eq!(server.mode().await.unwrap(), ServerMode::Standalone);
+        assert!(server.four_letter("ruok").await.unwrap().contains("imok"));
+    }
 
-    let root = zk_testcontainers::chroot(&server.connect_string(), "create and read")
+    let root = zk_testcontainers::chroot(&zk.connect_string(), "create and read")
         .await
         .unwrap();
     assert!(root.starts_with(&format!(
         "{}/zk-tests/create_and_read-",
-        server.connect_string()
+        zk.connect_string()
     )));
     let client = connect(&root, Duration::from_secs(10)).await;
     client
@@ -31,14 +34,17 @@ async fn server_answers_create_and_read() {
     assert_eq!(data, b"hello");
     assert_eq!(stat.version, 0);
     // The chroot is real: the node lives under it on the server.
-    let plain = connect(&server.connect_string(), Duration::from_secs(10)).await;
-    let under = root.trim_start_matches(&server.connect_string());
+    let plain = connect(&zk.connect_string(), Duration::from_secs(10)).await;
+    let under = root.trim_start_matches(&zk.connect_string());
     let (data, _) = plain.get_data(&format!("{under}/greeting")).await.unwrap();
     assert_eq!(data, b"hello");
 }
 
 #[tokio::test]
 async fn paused_server_disconnects_client_and_unpause_reconnects_it() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     // Detection takes 2/5 of the session timeout, and the session must outlive the pause:
     // the server expires it on waking up otherwise. So: no slow checks while frozen.
@@ -68,17 +74,19 @@ async fn paused_server_disconnects_client_and_unpause_reconnects_it() {
         .unwrap();
 }
 
+/// Also runs against `ZK_CONNECT`: it needs no fault injection.
 #[tokio::test]
 async fn expire_session_expires_the_clients_session() {
-    let server = ZkServer::start().await.unwrap();
+    let zk = test_server().await.unwrap();
+    let root = zk_testcontainers::chroot(&zk.connect_string(), "expire")
+        .await
+        .unwrap();
     // Long enough that it cannot expire by itself during the test.
-    let client = connect(&server.connect_string(), Duration::from_secs(30)).await;
+    let client = connect(&root, Duration::from_secs(30)).await;
     let mut states = client.state_watcher();
     client.create("/before", b"", &PERSISTENT).await.unwrap();
 
-    expire_session(&server.connect_string(), client.session())
-        .await
-        .unwrap();
+    expire_session(&root, client.session()).await.unwrap();
     wait_for_state(
         &mut states,
         SessionState::Expired,
@@ -93,6 +101,9 @@ async fn expire_session_expires_the_clients_session() {
 
 #[tokio::test]
 async fn stop_and_start_again_keep_connect_string_data_and_session() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     let connect_string = server.connect_string();
     let client = connect(&connect_string, Duration::from_secs(20)).await;
@@ -134,6 +145,9 @@ async fn stop_and_start_again_keep_connect_string_data_and_session() {
 
 #[tokio::test]
 async fn kill_and_start_again_keep_data() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     let client = connect(&server.connect_string(), Duration::from_secs(20)).await;
     client.create("/survivor", b"1", &PERSISTENT).await.unwrap();
@@ -150,6 +164,9 @@ async fn kill_and_start_again_keep_data() {
 
 #[tokio::test]
 async fn disconnect_cuts_the_client_and_reconnect_restores_it() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     let client = connect(&server.connect_string(), Duration::from_secs(20)).await;
     let session = client.session_id();
@@ -184,6 +201,9 @@ async fn disconnect_cuts_the_client_and_reconnect_restores_it() {
 /// The container goes away with its handle, also when the owner panics.
 #[tokio::test]
 async fn container_is_removed_on_drop_and_on_panic() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     let name = server.container_name().to_owned();
     assert!(container_exists(&name).await);
@@ -203,6 +223,9 @@ async fn container_is_removed_on_drop_and_on_panic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn works_on_a_multi_thread_runtime() {
+    if not_run() {
+        return;
+    }
     let server = ZkServer::start().await.unwrap();
     let name = server.container_name().to_owned();
     let client = connect(&server.connect_string(), Duration::from_secs(10)).await;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use testcontainers::bollard::errors::Error as DockerError;
-use zk_testcontainers::scaled;
+use zk_testcontainers::{ensemble_unavailable_reason, scaled};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions, SessionState, StateWatcher};
 
 pub const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -86,5 +86,17 @@ pub async fn network_exists(name: &str) -> bool {
             status_code: 404, ..
         }) => false,
         Err(e) => panic!("inspecting network {name}: {e}"),
+    }
+}
+
+/// `true` (after saying so) when the test cannot run: `ZK_CONNECT` is set, so there are no
+/// containers of our own to break.
+pub fn not_run() -> bool {
+    match ensemble_unavailable_reason() {
+        Some(reason) => {
+            eprintln!("NOT RUN: {reason}");
+            true
+        }
+        None => false,
     }
 }
