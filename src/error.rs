@@ -76,6 +76,25 @@ pub enum Error {
         path: String,
     },
 
+    /// A semaphore was constructed with a permit count other than the one stored at its root
+    /// by the contenders before it.
+    #[error("{path:?} stores {stored:?} permits; this semaphore was made with {ours}")]
+    PermitMismatch {
+        /// The semaphore's root.
+        path: String,
+        /// What the root stores.
+        stored: String,
+        /// The count given to [`ZkSemaphore::new`](crate::ZkSemaphore::new).
+        ours: u32,
+    },
+
+    /// A semaphore needs at least one permit.
+    #[error("a semaphore needs at least one permit, not {permits}")]
+    InvalidPermits {
+        /// The count given.
+        permits: u32,
+    },
+
     /// The root's sequence counter reached the signed 32-bit wrap: the node we were given is
     /// not ordered after the previous ones, so no token is handed out for it (the node is
     /// deleted). Use a fresh root path.

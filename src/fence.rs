@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
@@ -21,6 +22,10 @@ use crate::session::Epoch;
 /// ```
 ///
 /// (zero rows updated = a newer holder has written; the stale writer must give up.)
+///
+/// A holder that reads the row before writing (read, compute, write back) must present its
+/// token when reading too, or a stale write that lands between its read and its write is
+/// silently overwritten: [`FencedStore`] spells out both checks.
 ///
 /// # Example
 ///
@@ -87,6 +92,171 @@ impl From<FencingToken> for i64 {
     fn from(t: FencingToken) -> i64 {
         t.as_i64()
     }
+}
+
+/// What a [`FencedStore`] did with a read or a write that carried a [`FencingToken`].
+///
+/// ```
+/// use zk_recipes::{FenceVerdict, FencingToken};
+///
+/// let refused: FenceVerdict<i64> = FenceVerdict::Refused { fence: FencingToken::new(42) };
+/// match refused {
+///     FenceVerdict::Accepted(balance) => println!("balance {balance}"),
+///     FenceVerdict::Refused { fence } => println!("a newer holder (token {fence}) was here"),
+/// }
+/// ```
+#[must_use = "a refused write did not happen"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceVerdict<T> {
+    /// The token was at least the row's fence: the operation was done and the row's fence is
+    /// now this token.
+    Accepted(T),
+    /// The row had already seen a newer token: nothing was read or written. The holder that
+    /// sent this token has lost its lock and must stop (or take the lock again, with a new
+    /// token, and start over from a fresh read).
+    Refused {
+        /// The highest token the row had seen.
+        fence: FencingToken,
+    },
+}
+
+/// A store that refuses a holder whose lock has passed to someone else: the storage side of
+/// fencing, which the lock alone cannot provide (a holder frozen past its session timeout
+/// wakes up still believing it holds the lock).
+///
+/// Each row (or each group of rows one lock protects) keeps a **fence**: the highest
+/// [`FencingToken`] it has seen, from one lock root (tokens of different roots are not
+/// comparable). Both operations follow one rule, in one atomic step:
+///
+/// - accept when `token >= fence`, and set `fence = token`;
+/// - otherwise change nothing and answer [`FenceVerdict::Refused`].
+///
+/// Equal tokens are accepted: one grant may read and write many times. In SQL, with the fence
+/// as a column:
+///
+/// ```sql
+/// -- write
+/// UPDATE accounts SET balance = :balance, fence = :token WHERE id = :id AND fence <= :token;
+/// -- read, raising the fence first (SQLite >= 3.35, PostgreSQL)
+/// UPDATE accounts SET fence = :token WHERE id = :id AND fence <= :token RETURNING balance;
+/// ```
+///
+/// (zero rows = refused.) Why reads must raise the fence too: with fenced writes alone, a
+/// frozen holder's stale write can land *after* the new holder read the row and *before* it
+/// writes; the new holder's write (with the larger token) is accepted and silently erases the
+/// stale one, and the row no longer equals the sum of the accepted writes. Once the new
+/// holder's read has raised the fence, the stale write is refused instead.
+///
+/// # Example
+///
+/// An in-memory store, and the incident it prevents: token 41 reads a balance and freezes,
+/// token 42 withdraws, 41 wakes up and writes its stale result.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+///
+/// use async_trait::async_trait;
+/// use zk_recipes::{FenceVerdict, FencedStore, FencingToken};
+///
+/// /// Rows by key: the value and the row's fence.
+/// struct Rows(Mutex<HashMap<String, (i64, FencingToken)>>);
+///
+/// #[async_trait]
+/// impl FencedStore for Rows {
+///     type Key = str;
+///     type Value = i64;
+///     type Error = &'static str;
+///
+///     async fn read(&self, key: &str, token: FencingToken) -> Result<FenceVerdict<i64>, Self::Error> {
+///         let mut rows = self.0.lock().unwrap();
+///         let (value, fence) = rows.get_mut(key).ok_or("no such row")?;
+///         if token < *fence {
+///             return Ok(FenceVerdict::Refused { fence: *fence });
+///         }
+///         *fence = token;
+///         Ok(FenceVerdict::Accepted(*value))
+///     }
+///
+///     async fn write(&self, key: &str, value: i64, token: FencingToken)
+///         -> Result<FenceVerdict<()>, Self::Error>
+///     {
+///         let mut rows = self.0.lock().unwrap();
+///         let row = rows.get_mut(key).ok_or("no such row")?;
+///         if token < row.1 {
+///             return Ok(FenceVerdict::Refused { fence: row.1 });
+///         }
+///         *row = (value, token);
+///         Ok(FenceVerdict::Accepted(()))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), &'static str> {
+/// let rows = Rows(Mutex::new(HashMap::from([
+///     ("acct-1".to_owned(), (12_400_000, FencingToken::new(0))),
+/// ])));
+/// let (stale, newer) = (FencingToken::new(41), FencingToken::new(42));
+///
+/// let FenceVerdict::Accepted(seen) = rows.read("acct-1", stale).await? else { panic!() };
+/// // ... token 41 freezes past its session; the lock goes to token 42 ...
+/// let FenceVerdict::Accepted(now) = rows.read("acct-1", newer).await? else { panic!() };
+/// assert_eq!(rows.write("acct-1", now - 2_000_000, newer).await?, FenceVerdict::Accepted(()));
+/// // ... token 41 wakes up and writes what it computed before freezing:
+/// assert_eq!(
+///     rows.write("acct-1", seen - 200_000, stale).await?,
+///     FenceVerdict::Refused { fence: newer },
+/// );
+/// assert_eq!(rows.read("acct-1", newer).await?, FenceVerdict::Accepted(10_400_000));
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait FencedStore: Send + Sync {
+    /// What identifies a fenced row (`str` for an account id, say).
+    type Key: ?Sized + Sync;
+    /// What a row holds.
+    type Value: Send;
+    /// The store's own errors (a failed query, a missing row); a refusal is not one.
+    type Error: Send;
+
+    /// Reads `key` as the holder of `token`: refused if the row has seen a newer token;
+    /// otherwise raises the row's fence to `token` (from then on, writes with older tokens
+    /// are refused) and returns the value.
+    ///
+    /// # Errors
+    ///
+    /// The store's own; a refusal is `Ok(FenceVerdict::Refused { .. })`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must make the check, the fence update and the read one atomic step
+    /// (one statement or transaction), so that a dropped call raised the fence or did not.
+    /// Either way it wrote no value: the call can simply be made again.
+    async fn read(
+        &self,
+        key: &Self::Key,
+        token: FencingToken,
+    ) -> Result<FenceVerdict<Self::Value>, Self::Error>;
+
+    /// Writes `value` to `key` as the holder of `token`: refused (nothing changes) if the row
+    /// has seen a newer token; otherwise stores the value and sets the row's fence to `token`.
+    ///
+    /// # Errors
+    ///
+    /// The store's own; a refusal is `Ok(FenceVerdict::Refused { .. })`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must make the check and the write one atomic step, so that a dropped
+    /// call either wrote (value and fence) or changed nothing. Which one is unknown to the
+    /// caller, as for any request sent to a store: read the row again (with the same token)
+    /// before deciding to repeat a write that is not idempotent.
+    async fn write(
+        &self,
+        key: &Self::Key,
+        value: Self::Value,
+        token: FencingToken,
+    ) -> Result<FenceVerdict<()>, Self::Error>;
 }
 
 #[cfg(test)]

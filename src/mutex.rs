@@ -1,8 +1,6 @@
 //! [`ZkMutex`]: a distributed mutex whose grants carry fencing tokens.
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::grant::Grant;
+use crate::guard::{Guard, OwnedGuard};
 use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
 
@@ -112,10 +111,7 @@ impl ZkMutex {
             .acquire(Wait::Forever)
             .await?
             .expect("waits until granted");
-        Ok(ZkMutexGuard {
-            grant,
-            _mutex: PhantomData,
-        })
+        Ok(Guard::new(grant))
     }
 
     /// Takes the lock if it is free now; `Ok(None)` otherwise (costs one round trip, leaves no
@@ -139,10 +135,7 @@ impl ZkMutex {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<ZkMutexGuard<'_>>> {
-        Ok(self.acquire(Wait::No).await?.map(|grant| ZkMutexGuard {
-            grant,
-            _mutex: PhantomData,
-        }))
+        Ok(self.acquire(Wait::No).await?.map(Guard::new))
     }
 
     /// Waits for the lock at most `timeout`; `Ok(None)` when it was not granted in time.
@@ -165,10 +158,7 @@ impl ZkMutex {
     /// ```
     pub async fn lock_timeout(&self, timeout: Duration) -> Result<Option<ZkMutexGuard<'_>>> {
         let grant = self.acquire(Wait::Until(Instant::now() + timeout)).await?;
-        Ok(grant.map(|grant| ZkMutexGuard {
-            grant,
-            _mutex: PhantomData,
-        }))
+        Ok(grant.map(Guard::new))
     }
 
     /// [`lock`](ZkMutex::lock) for an `Arc<ZkMutex>`, returning a guard that owns its mutex
@@ -196,10 +186,7 @@ impl ZkMutex {
             .acquire(Wait::Forever)
             .await?
             .expect("waits until granted");
-        Ok(OwnedZkMutexGuard {
-            grant,
-            _mutex: self,
-        })
+        Ok(OwnedGuard::new(grant, self))
     }
 
     /// [`try_lock`](ZkMutex::try_lock) for an `Arc<ZkMutex>`.
@@ -221,10 +208,7 @@ impl ZkMutex {
         Ok(self
             .acquire(Wait::No)
             .await?
-            .map(|grant| OwnedZkMutexGuard {
-                grant,
-                _mutex: self,
-            }))
+            .map(|grant| OwnedGuard::new(grant, self)))
     }
 
     async fn acquire(&self, wait: Wait) -> Result<Option<Grant>> {
@@ -232,97 +216,8 @@ impl ZkMutex {
     }
 }
 
-/// The held lock, borrowed from its [`ZkMutex`]. Dereferences to [`Grant`] for
-/// [`token`](Grant::token), [`zxid`](Grant::zxid), [`path`](Grant::path),
-/// [`is_held`](Grant::is_held) and [`lost`](Grant::lost).
-///
-/// Dropping it releases the lock in the background (no runtime needed on the dropping thread,
-/// no panic); [`release`](ZkMutexGuard::release) does so and reports errors.
-///
-/// ```no_run
-/// # async fn demo(mutex: zk_recipes::ZkMutex) -> Result<(), zk_recipes::Error> {
-/// let guard = mutex.lock().await?;
-/// println!("token {}", guard.token());
-/// guard.release().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "the lock is released when the guard is dropped"]
-#[derive(Debug)]
-pub struct ZkMutexGuard<'a> {
-    grant: Grant,
-    _mutex: PhantomData<&'a ZkMutex>,
-}
+/// The held mutex, borrowed from its [`ZkMutex`]; see [`Guard`].
+pub type ZkMutexGuard<'a> = Guard<'a, ZkMutex>;
 
-impl ZkMutexGuard<'_> {
-    /// Releases the lock: deletes the node, which wakes the next waiter.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Lost`](crate::Error::Lost) when the node was already gone (someone deleted
-    /// it): the critical section may not have been exclusive.
-    /// [`Error::SessionExpired`](crate::Error::SessionExpired) when the session ended first
-    /// (the node went with it).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: if dropped before completing, the node is deleted in the background.
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: zk_recipes::ZkMutex) -> Result<(), zk_recipes::Error> {
-    /// mutex.lock().await?.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(self) -> Result<()> {
-        self.grant.release().await
-    }
-}
-
-impl Deref for ZkMutexGuard<'_> {
-    type Target = Grant;
-    fn deref(&self) -> &Grant {
-        &self.grant
-    }
-}
-
-/// The held lock, owning an `Arc` of its [`ZkMutex`]; see [`ZkMutexGuard`].
-///
-/// ```no_run
-/// # async fn demo(mutex: std::sync::Arc<zk_recipes::ZkMutex>) -> Result<(), zk_recipes::Error> {
-/// let guard: zk_recipes::OwnedZkMutexGuard = mutex.lock_owned().await?;
-/// guard.release().await?;
-/// # Ok(()) }
-/// ```
-#[must_use = "the lock is released when the guard is dropped"]
-#[derive(Debug)]
-pub struct OwnedZkMutexGuard {
-    grant: Grant,
-    _mutex: Arc<ZkMutex>,
-}
-
-impl OwnedZkMutexGuard {
-    /// Releases the lock; see [`ZkMutexGuard::release`].
-    ///
-    /// # Errors
-    ///
-    /// As [`ZkMutexGuard::release`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`ZkMutexGuard::release`].
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: std::sync::Arc<zk_recipes::ZkMutex>) -> Result<(), zk_recipes::Error> {
-    /// mutex.lock_owned().await?.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(self) -> Result<()> {
-        self.grant.release().await
-    }
-}
-
-impl Deref for OwnedZkMutexGuard {
-    type Target = Grant;
-    fn deref(&self) -> &Grant {
-        &self.grant
-    }
-}
+/// The held mutex, owning an `Arc` of its [`ZkMutex`]; see [`OwnedGuard`].
+pub type OwnedZkMutexGuard = OwnedGuard<ZkMutex>;

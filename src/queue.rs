@@ -47,6 +47,22 @@ pub(crate) fn exclusive(_queue: &[Contender], ours: usize) -> Decision {
     }
 }
 
+/// Index of the writers' name in a read/write lock's `names` (`["__READ__", "__WRIT__"]`).
+pub(crate) const WRITER: usize = 1;
+
+/// The read/write rule: a writer holds alone (first in the queue) and watches its immediate
+/// predecessor; a reader holds when no writer is ahead of it and otherwise watches the closest
+/// writer ahead, so a writer's release wakes exactly the readers that can now proceed.
+pub(crate) fn read_write(queue: &[Contender], ours: usize) -> Decision {
+    if queue[ours].kind == WRITER {
+        return exclusive(queue, ours);
+    }
+    match queue[..ours].iter().rposition(|c| c.kind == WRITER) {
+        None => Decision::Hold,
+        Some(writer) => Decision::Watch(writer),
+    }
+}
+
 /// How long an acquisition may wait.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
@@ -65,6 +81,8 @@ pub(crate) struct Queue {
     /// The root's czxid, once checked: a root with another czxid was deleted and created
     /// again, and its sequence restarted.
     root_czxid: OnceLock<i64>,
+    /// Whether the root gets an [`ANCHOR`].
+    anchored: bool,
 }
 
 /// A persistent child that keeps the root from ever being empty. ZooKeeper reports a
@@ -87,6 +105,16 @@ impl Queue {
             session: session.clone(),
             root: ZkPath::new(root)?,
             root_czxid: OnceLock::new(),
+            anchored: true,
+        })
+    }
+
+    /// A queue whose root gets no anchor child: for directories whose every child Curator
+    /// counts (a semaphore's leases), where an anchor would take a permit.
+    pub fn unanchored(session: &Session, root: &str) -> Result<Queue> {
+        Ok(Queue {
+            anchored: false,
+            ..Queue::new(session, root)?
         })
     }
 
@@ -141,32 +169,38 @@ impl Queue {
         data: &[u8],
         wait: Wait,
     ) -> Result<Option<Grant>> {
-        let root_czxid = self.ensure_root(epoch).await?;
-        let Created {
-            node,
-            contender,
-            czxid,
-            children,
-        } = self
-            .create(epoch, rule.names[kind], data, root_czxid)
-            .await?;
-        debug!(node = %node.path, sequence = contender.sequence, "enqueued");
-        if contender.is_wrapped() {
-            return Err(Error::SequenceWrapped {
-                path: self.root.to_string(),
-                sequence: contender.sequence,
-            });
-        }
+        let created = self.enqueue(epoch, rule.names[kind], data).await?;
         if self
-            .wait_turn(epoch, rule, &contender, children, wait)
+            .wait_turn(epoch, rule, &created.contender, &created.children, wait)
             .await?
         {
-            info!(node = %node.path, sequence = contender.sequence, "granted");
-            Ok(Some(Grant::new(node.disarm(), contender.sequence, czxid)))
+            info!(node = %created.node.path, sequence = created.contender.sequence, "granted");
+            Ok(Some(created.into_grant()))
         } else {
-            debug!(node = %node.path, "not granted in time; withdrawing");
+            debug!(node = %created.node.path, "not granted in time; withdrawing");
             Ok(None)
         }
+    }
+
+    /// Puts a node named `name` carrying `data` in the queue (checking the root first) and
+    /// returns it with the children listed right after its creation. Dropping the result
+    /// deletes the node in the background.
+    pub async fn enqueue(
+        &self,
+        epoch: &Arc<Epoch>,
+        name: &'static str,
+        data: &[u8],
+    ) -> Result<Created> {
+        let root_czxid = self.ensure_root(epoch).await?;
+        let created = self.create(epoch, name, data, root_czxid).await?;
+        debug!(node = %created.node.path, sequence = created.contender.sequence, "enqueued");
+        if created.contender.is_wrapped() {
+            return Err(Error::SequenceWrapped {
+                path: self.root.to_string(),
+                sequence: created.contender.sequence,
+            });
+        }
+        Ok(created)
     }
 
     /// Once per queue: makes sure the root exists as a persistent node (creating it and its
@@ -204,15 +238,17 @@ impl Queue {
                 kind,
             });
         }
-        let anchor = self.root.child(ANCHOR);
-        match client.create(&anchor, &[], &ROOT_OPTIONS).await {
-            Ok(_) | Err(zk::Error::NodeExists) => {}
-            Err(zk::Error::NoNode) => {
-                return Err(Error::RootReplaced {
-                    path: root.to_owned(),
-                })
+        if self.anchored {
+            let anchor = self.root.child(ANCHOR);
+            match client.create(&anchor, &[], &ROOT_OPTIONS).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(zk::Error::NoNode) => {
+                    return Err(Error::RootReplaced {
+                        path: root.to_owned(),
+                    })
+                }
+                Err(err) => return Err(Error::zk(err, root)),
             }
-            Err(err) => return Err(Error::zk(err, root)),
         }
         Ok(*self.root_czxid.get_or_init(|| stat.czxid))
     }
@@ -253,10 +289,10 @@ impl Queue {
         epoch: &Epoch,
         rule: Rule,
         ours: &Contender,
-        children: Vec<String>,
+        children: &[String],
         wait: Wait,
     ) -> Result<bool> {
-        let mut queue = live(sorted_contenders(&children, rule.names));
+        let mut queue = live(sorted_contenders(children, rule.names));
         loop {
             let Some(at) = queue.iter().position(|c| c.name == ours.name) else {
                 // Our node is gone while we waited: the session ended, or someone deleted it.
@@ -429,11 +465,19 @@ impl Drop for OwnedNode {
     }
 }
 
-struct Created {
-    node: OwnedNode,
-    contender: Contender,
-    czxid: i64,
-    children: Vec<String>,
+/// A node just put in a queue, with the children listed right after.
+pub(crate) struct Created {
+    pub node: OwnedNode,
+    pub contender: Contender,
+    pub czxid: i64,
+    pub children: Vec<String>,
+}
+
+impl Created {
+    /// The node holds: hand it out.
+    pub fn into_grant(self) -> Grant {
+        Grant::new(self.node.disarm(), self.contender.sequence, self.czxid)
+    }
 }
 
 struct CreateTask {
@@ -582,6 +626,31 @@ mod tests {
         assert_eq!(exclusive(&q, 0), Decision::Hold);
         assert_eq!(exclusive(&q, 1), Decision::Watch(0));
         assert_eq!(exclusive(&q, 2), Decision::Watch(1));
+    }
+
+    fn rw_queue(kinds: &str) -> Vec<Contender> {
+        kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| Contender {
+                name: format!("{k}{i:010}"),
+                kind: usize::from(k == 'W'),
+                sequence: i as i64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn readers_share_until_a_writer_and_watch_the_closest_writer() {
+        let q = rw_queue("RRWRRWR");
+        let decisions: Vec<Decision> = (0..q.len()).map(|i| read_write(&q, i)).collect();
+        use Decision::*;
+        assert_eq!(
+            decisions,
+            [Hold, Hold, Watch(1), Watch(2), Watch(2), Watch(4), Watch(5)]
+        );
+        assert_eq!(read_write(&rw_queue("W"), 0), Hold);
+        assert_eq!(read_write(&rw_queue("RW"), 1), Watch(0));
     }
 
     #[test]

@@ -99,12 +99,37 @@ pub async fn within<T>(what: &str, secs: u64, fut: impl std::future::Future<Outp
 }
 
 /// Counts the library's tracing events by message, for tests that count wake-ups.
-#[derive(Clone, Default)]
-pub struct EventCounter(Arc<Mutex<HashMap<String, usize>>>);
+#[derive(Clone)]
+pub struct EventCounter(
+    Arc<Mutex<HashMap<String, usize>>>,
+    Arc<tokio::sync::watch::Sender<u64>>,
+);
+
+impl Default for EventCounter {
+    fn default() -> Self {
+        EventCounter(Arc::default(), Arc::new(tokio::sync::watch::channel(0).0))
+    }
+}
 
 impl EventCounter {
     pub fn get(&self, message: &str) -> usize {
         self.0.lock().unwrap().get(message).copied().unwrap_or(0)
+    }
+
+    /// Waits (on the events themselves) until `message` has been counted `n` times.
+    pub async fn wait_for(&self, message: &str, n: usize) {
+        let mut rx = self.1.subscribe();
+        within(&format!("{n} x {message:?}"), 30, async {
+            while self.get(message) < n {
+                rx.changed().await.unwrap();
+            }
+        })
+        .await;
+    }
+
+    fn record(&self, message: String) {
+        *self.0.lock().unwrap().entry(message).or_default() += 1;
+        self.1.send_modify(|n| *n += 1);
     }
 }
 
@@ -136,7 +161,7 @@ impl<S: tracing::Subscriber> Layer<S> for CountLayer {
         let mut visitor = MessageVisitor(None);
         event.record(&mut visitor);
         if let Some(message) = visitor.0 {
-            *self.0 .0.lock().unwrap().entry(message).or_default() += 1;
+            self.0.record(message);
         }
     }
 }

@@ -1,0 +1,184 @@
+//! ZkSemaphore against a real ZooKeeper: permits never exceeded under churn, FIFO service,
+//! one wake-up per release, typed errors, nothing left behind.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use support::{contenders, events, wait_children, within, Zk};
+use zk_recipes::{Error, ZkSemaphore};
+use zk_testcontainers::expire_session;
+
+const ROOT: &str = "/limits/pool";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_contenders_for_three_permits_under_churn() {
+    let zk = Zk::start("sem-churn").await;
+    let holders = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    let (mut served, mut cancelled, mut expired) = (0, 0, 0);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let session = zk.session().await;
+        let connect = zk.connect.clone();
+        let (holders, max) = (holders.clone(), max.clone());
+        tasks.push(tokio::spawn(async move {
+            let semaphore = ZkSemaphore::new(&session, ROOT, 3).unwrap();
+            let (mut served, mut cancelled, mut expired) = (0, 0, 0);
+            while served < 5 {
+                let r: f64 = rand::rng().random();
+                if r < 0.2 {
+                    let patience = Duration::from_millis(rand::rng().random_range(0..20));
+                    if tokio::time::timeout(patience, semaphore.acquire())
+                        .await
+                        .is_err()
+                    {
+                        cancelled += 1;
+                        continue;
+                    }
+                    // Granted before the timeout: that lease was dropped, released in the background.
+                    continue;
+                }
+                let lease = semaphore.acquire().await.unwrap();
+                let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(now, Ordering::SeqCst);
+                assert!(now <= 3, "{now} holders of 3 permits");
+                let pause = Duration::from_millis(rand::rng().random_range(0..5));
+                tokio::time::sleep(pause).await;
+                holders.fetch_sub(1, Ordering::SeqCst);
+                if r > 0.95 {
+                    // The holder's session expires: the lease goes with it.
+                    let info = session.client().await.unwrap().session().clone();
+                    expire_session(&connect, &info).await.unwrap();
+                    lease.lost().await;
+                    expired += 1;
+                    drop(lease);
+                } else {
+                    lease.release().await.unwrap();
+                }
+                served += 1;
+            }
+            session.close().await;
+            (served, cancelled, expired)
+        }));
+    }
+    within("everyone served", 240, async {
+        for t in tasks {
+            let (s, c, e) = t.await.unwrap();
+            served += s;
+            cancelled += c;
+            expired += e;
+        }
+    })
+    .await;
+    println!(
+        "{served} leases served, {cancelled} acquisitions cancelled, {expired} sessions expired, max holders {}",
+        max.load(Ordering::SeqCst)
+    );
+    assert_eq!(served, 100, "every contender served five times");
+    assert!(max.load(Ordering::SeqCst) <= 3);
+    let raw = zk.raw().await;
+    wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
+    wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_release_lets_exactly_one_waiter_in() {
+    let zk = Zk::start("sem-wakeups").await;
+    let counter = events();
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let semaphore = Arc::new(ZkSemaphore::new(&session, ROOT, 3).unwrap());
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(semaphore.clone().acquire_owned().await.unwrap());
+    }
+    let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let (semaphore, granted_tx) = (semaphore.clone(), granted_tx.clone());
+        waiters.push(tokio::spawn(async move {
+            let lease = semaphore.acquire_owned().await.unwrap();
+            granted_tx.send(i).unwrap();
+            lease
+        }));
+        // One waiter holds the internal lock (and a lease node); the rest queue on the lock.
+        wait_children(&raw, &format!("{ROOT}/locks"), i + 1).await;
+    }
+    assert_eq!(contenders(&raw, &format!("{ROOT}/leases")).await.len(), 4);
+    for (n, lease) in held.drain(..).enumerate() {
+        // The head of the queue is watching the leases before the release.
+        counter.wait_for("waiting for a lease", n + 1).await;
+        let fired = counter.get("lease watch fired");
+        lease.release().await.unwrap();
+        let who = within("a waiter let in", 20, granted.recv()).await.unwrap();
+        assert_eq!(who, n, "FIFO");
+        assert_eq!(
+            counter.get("lease watch fired") - fired,
+            1,
+            "one wake-up for one release"
+        );
+    }
+    for w in waiters.drain(..3) {
+        w.await.unwrap().release().await.unwrap();
+    }
+    for w in waiters {
+        w.await.unwrap().release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_different_permit_count_is_a_typed_error() {
+    let zk = Zk::start("sem-mismatch").await;
+    let session = zk.session().await;
+    let three = ZkSemaphore::new(&session, ROOT, 3).unwrap();
+    three.acquire().await.unwrap().release().await.unwrap();
+    let four = ZkSemaphore::new(&session, ROOT, 4).unwrap();
+    let err = four.try_acquire().await.unwrap_err();
+    assert!(
+        matches!(err, Error::PermitMismatch { ours: 4, .. }),
+        "{err}"
+    );
+    assert!(matches!(
+        ZkSemaphore::new(&session, ROOT, 0),
+        Err(Error::InvalidPermits { .. })
+    ));
+    let raw = zk.raw().await;
+    assert!(contenders(&raw, &format!("{ROOT}/leases")).await.is_empty());
+    assert!(contenders(&raw, &format!("{ROOT}/locks")).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquisitions_leave_no_nodes() {
+    let zk = Zk::start("sem-cancel").await;
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let semaphore = Arc::new(ZkSemaphore::new(&session, ROOT, 2).unwrap());
+    let a = semaphore.clone().acquire_owned().await.unwrap();
+    let b = semaphore.clone().acquire_owned().await.unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        let semaphore = semaphore.clone();
+        let after = Duration::from_micros(rand::rng().random_range(0..3000));
+        set.spawn(async move {
+            tokio::time::timeout(after, semaphore.acquire())
+                .await
+                .is_err()
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        assert!(r.unwrap(), "no permit is free");
+    }
+    wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
+    wait_children(&raw, &format!("{ROOT}/leases"), 2).await;
+    a.release().await.unwrap();
+    b.release().await.unwrap();
+    let c = within("a lease after the cancellations", 10, semaphore.acquire())
+        .await
+        .unwrap();
+    c.release().await.unwrap();
+    wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
+}
