@@ -44,11 +44,30 @@
 //! # The pieces
 //!
 //! - [`Session`]: one ZooKeeper session at a time, its [`SessionState`] published, a new session
-//!   after expiry; the [`LossPolicy`] says when grants count as lost (see [`session`]).
+//!   after expiry; the [`LossPolicy`] says when grants count as lost (see [`session`] for how to
+//!   react to connection loss).
 //! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), cancel-safe acquires,
-//!   guards with [`Grant::token`], [`Grant::lost`] and `release()`. Node names are Curator's
+//!   guards ([`Guard`], [`OwnedGuard`]) that dereference to a [`Grant`]: [`Grant::token`],
+//!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
 //!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.
+//! - [`LeaderElection`]: [`Leadership`] with a term (its fencing token), `lost()` and `resign()`;
+//!   [`LeaderObserver`] follows the leader without campaigning (Curator `LeaderLatch` names).
+//! - [`ZkRwLock`]: shared readers, exclusive writers, FIFO between them (Curator
+//!   `InterProcessReadWriteLock` names).
+//! - [`ZkSemaphore`]: at most N leases, FIFO (Curator `InterProcessSemaphoreV2` layout).
 //! - [`Error`]: the one error type.
+//!
+//! All recipes share one contender queue: they differ only in their node names, in who holds
+//! and in whom a waiter watches.
+//!
+//! # Roots
+//!
+//! A recipe creates its root as a persistent node when missing and refuses an ephemeral one.
+//! ZooKeeper reports containers and TTL nodes to clients as persistent, so those cannot be
+//! refused; instead each root gets a persistent child `~zk-recipes-anchor` (sorting after every
+//! contender, also in Curator's order), which keeps the server from ever deleting the root and
+//! restarting its sequence. A root deleted and created again under a live recipe value is
+//! refused with [`Error::RootReplaced`] rather than handing out tokens that went backwards.
 #![warn(missing_docs)]
 
 mod election;
