@@ -24,6 +24,13 @@ pub(crate) const NAME_PREFIX: &str = "zk-tc-";
 pub(crate) const OWNER_LABEL: &str = "org.zk-recipes.testcontainers.owner";
 
 /// A Docker client (shared with testcontainers), checked to answer.
+///
+/// API versions: testcontainers 0.28 builds bollard 0.21 clients for API 1.53 and never
+/// negotiates, yet works with older engines such as Docker 20.10 (API 1.41), because bollard
+/// 0.21.1 sends unversioned paths (`/containers/create`, not `/v1.53/containers/create`)
+/// and an engine serves those at its own API version. Should a bollard release start sending
+/// the version, an old engine answers "client version 1.53 is too new", which surfaces here
+/// as [`HarnessError::DockerUnavailable`].
 pub(crate) async fn client() -> Result<Docker, HarnessError> {
     let docker = testcontainers::core::client::docker_client_instance()
         .await
@@ -185,6 +192,18 @@ mod tests {
             assert_eq!(owner_is_gone(&name), Some(false));
             assert_eq!(owner_is_gone(&format!("/{name}-3")), Some(false));
         }
+    }
+
+    #[test]
+    fn port_conflicts_are_recognised() {
+        // Docker 20.10's two wordings: another container has the port, another process has it.
+        assert!(is_port_conflict(
+            "Bind for 127.0.0.1:24998 failed: port is already allocated"
+        ));
+        assert!(is_port_conflict(
+            "Error starting userland proxy: listen tcp4 127.0.0.1:24998: bind: address already in use"
+        ));
+        assert!(!is_port_conflict("No such image: zookeeper:3.8"));
     }
 
     #[test]

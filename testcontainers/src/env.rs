@@ -6,8 +6,16 @@ use std::time::Duration;
 use crate::{HarnessError, ZkServer};
 
 /// Name of the variable that points tests at an existing ZooKeeper instead of Docker.
+///
+/// ```
+/// assert_eq!(zk_testcontainers::ZK_CONNECT_VAR, "ZK_CONNECT");
+/// ```
 pub const ZK_CONNECT_VAR: &str = "ZK_CONNECT";
-/// Name of the variable that multiplies every test timeout.
+/// Name of the variable that multiplies every test timeout (see [`scaled`]).
+///
+/// ```
+/// assert_eq!(zk_testcontainers::TIMEOUT_SCALE_VAR, "ZK_TEST_TIMEOUT_SCALE");
+/// ```
 pub const TIMEOUT_SCALE_VAR: &str = "ZK_TEST_TIMEOUT_SCALE";
 
 /// Scales a test timeout by `ZK_TEST_TIMEOUT_SCALE` (a positive float, default `1.0`).

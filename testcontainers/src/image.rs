@@ -8,9 +8,19 @@ use testcontainers::bollard::Docker;
 use crate::{docker, HarnessError};
 
 /// The image built by `image/build.sh`: ZooKeeper 3.8 from Debian, no registry needed.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// zk_testcontainers::ensure_image(zk_testcontainers::DEFAULT_IMAGE).await?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_IMAGE: &str = "zk-recipes/zookeeper:3.8";
 
 /// Name of the variable that selects another image (e.g. the official `zookeeper:3.8`).
+///
+/// ```
+/// assert_eq!(zk_testcontainers::ZK_IMAGE_VAR, "ZK_IMAGE");
+/// ```
 pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
 
 /// The image the harness runs: `ZK_IMAGE` if set, else [`DEFAULT_IMAGE`].

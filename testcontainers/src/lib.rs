@@ -62,6 +62,8 @@
 //! port, on `127.0.0.1`, at a host port fixed for its lifetime. Everything is removed when the
 //! handles drop; what a killed test process leaves behind is removed by the next run.
 
+#![warn(missing_docs)]
+
 mod docker;
 mod ensemble;
 mod env;

@@ -341,7 +341,11 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
                 if last.contains("failed to pull the image") {
                     return Err(HarnessError::ImageMissing {
                         image: l.image.to_owned(),
-                        reason: last,
+                        reason: format!(
+                            "it is not present locally and pulling it failed ({last}); \
+                             load it into Docker, or unset ZK_IMAGE to use {}",
+                            image::DEFAULT_IMAGE
+                        ),
                     });
                 }
                 break;

@@ -8,6 +8,13 @@ use zookeeper_client::{Acls, Client, CreateMode, SessionInfo};
 use crate::{scaled, HarnessError};
 
 /// Root under which [`chroot`] creates per-test directories.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+/// let root = zk_testcontainers::chroot("127.0.0.1:2181", "t").await?;
+/// assert!(root.starts_with(&format!("127.0.0.1:2181{}/t-", zk_testcontainers::CHROOT_ROOT)));
+/// # Ok(()) }
+/// ```
 pub const CHROOT_ROOT: &str = "/zk-tests";
 
 /// Expires a live client's session now, the way ZooKeeper's own tests do: attaches a second
