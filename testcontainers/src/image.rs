@@ -25,8 +25,10 @@ pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
 
 /// The image the harness runs: `ZK_IMAGE` if set, else [`DEFAULT_IMAGE`].
 ///
-/// Besides the default image, the official `zookeeper` image works too: the harness passes
-/// its settings both as `ZK_*` (default image) and `ZOO_*` (official image) variables.
+/// The harness passes its settings both as `ZK_*` variables (read by the default image's
+/// entrypoint) and as the official `zookeeper` image's `ZOO_*` variables, so that image
+/// should work as well; it has not been tested here (no registry to pull it from), and its
+/// JVM caches failed DNS lookups for 10 s, which can slow an ensemble's first election.
 ///
 /// ```
 /// // With ZK_IMAGE unset:

@@ -50,7 +50,7 @@
 //! | variable | effect |
 //! |---|---|
 //! | `ZK_CONNECT` | [`test_server`] returns this connect string instead of starting a container; ensemble tests cannot run ([`ensemble_unavailable_reason`]) |
-//! | `ZK_IMAGE` | image to run (default [`DEFAULT_IMAGE`]; the official `zookeeper` image works too) |
+//! | `ZK_IMAGE` | image to run (default [`DEFAULT_IMAGE`]; see [`configured_image`] about the official `zookeeper` image) |
 //! | `ZK_TEST_TIMEOUT_SCALE` | multiplies every timeout ([`scaled`]), e.g. `3` on a slow CI machine |
 //!
 //! # Docker
