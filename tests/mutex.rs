@@ -212,3 +212,17 @@ async fn a_thousand_cancelled_acquisitions_leave_no_node_behind() {
         .unwrap();
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_outside_any_runtime_releases_in_the_background() {
+    let zk = Zk::start("drop-outside").await;
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
+    let guard = mutex.clone().lock_owned().await.unwrap();
+    // A plain thread with no tokio runtime drops it: no panic, and the node goes.
+    std::thread::spawn(move || drop(guard)).join().expect("dropping must not panic");
+    wait_children(&raw, ROOT, 0).await;
+    let again = within("lock after the drop", 10, mutex.lock()).await.unwrap();
+    again.release().await.unwrap();
+}
