@@ -39,7 +39,8 @@
 //! # let _ = token; Ok(()) }
 //! ```
 //!
-//! The `examples/` directory has complete programs that start their own ZooKeeper in Docker.
+//! `cargo run --example quick_start` runs this against a ZooKeeper it starts in Docker; the
+//! `examples/` directory has more complete programs (`leader_election`, the demo).
 //!
 //! # The pieces
 //!
