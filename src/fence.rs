@@ -232,6 +232,21 @@ pub trait FencedStore: Send + Sync {
     /// Implementations must make the check, the fence update and the read one atomic step
     /// (one statement or transaction), so that a dropped call raised the fence or did not.
     /// Either way it wrote no value: the call can simply be made again.
+    ///
+    /// ```
+    /// use zk_recipes::{FenceVerdict, FencedStore, FencingToken};
+    ///
+    /// /// The balance, or `None` when a newer holder has been here (stop working then).
+    /// async fn balance<S>(store: &S, token: FencingToken) -> Result<Option<i64>, S::Error>
+    /// where
+    ///     S: FencedStore<Key = str, Value = i64>,
+    /// {
+    ///     Ok(match store.read("acct-1", token).await? {
+    ///         FenceVerdict::Accepted(balance) => Some(balance),
+    ///         FenceVerdict::Refused { .. } => None,
+    ///     })
+    /// }
+    /// ```
     async fn read(
         &self,
         key: &Self::Key,
@@ -251,6 +266,22 @@ pub trait FencedStore: Send + Sync {
     /// call either wrote (value and fence) or changed nothing. Which one is unknown to the
     /// caller, as for any request sent to a store: read the row again (with the same token)
     /// before deciding to repeat a write that is not idempotent.
+    ///
+    /// ```
+    /// use zk_recipes::{FenceVerdict, FencedStore, FencingToken};
+    ///
+    /// /// Read, compute, write, all with the token of one grant; `false` if fenced off.
+    /// async fn charge<S>(store: &S, token: FencingToken, amount: i64) -> Result<bool, S::Error>
+    /// where
+    ///     S: FencedStore<Key = str, Value = i64>,
+    /// {
+    ///     let FenceVerdict::Accepted(balance) = store.read("acct-1", token).await? else {
+    ///         return Ok(false);
+    ///     };
+    ///     let written = store.write("acct-1", balance - amount, token).await?;
+    ///     Ok(written == FenceVerdict::Accepted(()))
+    /// }
+    /// ```
     async fn write(
         &self,
         key: &Self::Key,
