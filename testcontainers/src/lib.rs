@@ -31,7 +31,9 @@
 //! connect string), [`kill`](ZkMember::kill), [`pause`](ZkMember::pause) /
 //! [`unpause`](ZkMember::unpause), [`disconnect`](ZkMember::disconnect) /
 //! [`reconnect`](ZkMember::reconnect) and [`four_letter`](ZkMember::four_letter) words.
-//! [`expire_session`] expires a client's session on demand.
+//! [`expire_session`] expires a client's session on demand. A [`FaultProxy`] between a
+//! client and a server drops connections, blackholes or delays traffic, and loses the reply
+//! to a chosen request.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -69,6 +71,7 @@ mod ensemble;
 mod env;
 mod error;
 mod image;
+mod proxy;
 mod server;
 mod session;
 
@@ -78,5 +81,6 @@ pub use env::{
 };
 pub use error::HarnessError;
 pub use image::{configured_image, ensure_image, DEFAULT_IMAGE, ZK_IMAGE_VAR};
+pub use proxy::{opcode, Direction, FaultProxy, Request};
 pub use server::{ServerMode, ServerOptions, ZkMember, ZkServer};
 pub use session::{chroot, expire_session, CHROOT_ROOT};
