@@ -5,9 +5,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{contenders, events, proxy::LosingProxy, wait_children, within, Zk};
+use support::{contenders, events, wait_children, within, Zk};
 use zk_recipes::{Error, LossReason, RootKind, Session, SessionOptions, SessionState, ZkMutex};
-use zk_testcontainers::{expire_session, scaled};
+use zk_testcontainers::{expire_session, scaled, FaultProxy};
 use zookeeper_client as zkc;
 
 const ROOT: &str = "/locks/faults";
@@ -158,9 +158,10 @@ async fn a_lost_create_reply_is_recovered_by_uuid_and_owner() {
     let zk = Zk::start("lost-reply").await;
     let counter = events();
     let (host, chroot) = zk.connect.split_at(zk.connect.find('/').unwrap());
-    let proxy = LosingProxy::start(host, b"-lock-").await;
+    let proxy = FaultProxy::start(host).await.unwrap();
+    proxy.lose_next_reply(|request| request.is_create() && request.contains(b"-lock-"));
     let session = Session::connect(
-        SessionOptions::new(format!("{}{}", proxy.addr, chroot))
+        SessionOptions::new(format!("{}{}", proxy.addr(), chroot))
             .connection_timeout(scaled(Duration::from_secs(10))),
     )
     .await
@@ -170,7 +171,7 @@ async fn a_lost_create_reply_is_recovered_by_uuid_and_owner() {
         .await
         .unwrap();
     assert!(
-        proxy.has_lost_a_reply(),
+        proxy.lost_replies() >= 1,
         "the proxy must have lost the create reply"
     );
     assert_eq!(

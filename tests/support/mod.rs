@@ -13,8 +13,6 @@ use tracing_subscriber::Layer;
 use zk_recipes::{Session, SessionOptions};
 use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 
-pub mod proxy;
-
 /// A ZooKeeper for one test and a chroot of its own on it.
 pub struct Zk {
     pub server: TestZk,
