@@ -13,6 +13,8 @@ use tracing_subscriber::Layer;
 use zk_recipes::{Session, SessionOptions};
 use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 
+pub mod history;
+
 /// A ZooKeeper for one test and a chroot of its own on it.
 pub struct Zk {
     pub server: TestZk,

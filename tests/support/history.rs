@@ -1,0 +1,558 @@
+//! A history of what fault tests did to their locks, and the checker that judges it.
+//!
+//! # What is recorded
+//!
+//! Every grant and release (lock, token, session, worker, monotonic time), every fenced write
+//! attempted (its unique operation id, the token and session it was made under, whether the
+//! writer still believed it held the lock, when it was sent and answered, and what the client
+//! was told: accepted, refused, or unknown because the connection broke), the probes that
+//! lock every lock again after the faults heal, and at the end, per lock, what the store holds
+//! and which lock nodes are left.
+//!
+//! # The store, and why it is the ground truth
+//!
+//! The store is ZooKeeper itself, one fenced counter per lock: each increment is one
+//! `Grant::fenced_write()` transaction — the lock node exists (the library's fence), the
+//! counter is at the version the writer read (so increments never overwrite each other), and
+//! a persistent node named after the operation is created with the writer's token as data.
+//! The operation nodes, ordered by their creation zxid, are the store's log: the order in
+//! which the ensemble accepted the writes, exact and total, whatever the clients believed or
+//! were told. A write whose reply was lost ("unknown") is resolved by its node: there or not.
+//!
+//! Why this store rather than an in-memory one that applies `accept iff token >= highest`:
+//! that rule would make the checker's main invariant hold by construction, whatever the
+//! library did. Here the store applies only the library's own fence, and the checker applies
+//! the token rule to the log after the fact: a write from an older token accepted after a
+//! newer token's write is a violation that the library let through. It also works across
+//! processes (a frozen child process writes to the same store) and across the faults, which
+//! hit the store as they hit the locks.
+//!
+//! # Invariants
+//!
+//! 1. No two accepted critical sections overlap: in the log of one lock, the writes of each
+//!    token are contiguous (no `41, 42, 41`). A holder that froze may still *believe* it holds
+//!    after the next holder was granted; that is expected, as long as its writes are refused.
+//!    Cross-checked against real time: a write is never accepted if it was sent after a newer
+//!    token's write had been acknowledged.
+//! 2. Accepted tokens strictly increase per lock: successive runs in the log carry growing
+//!    tokens; every token is granted once; every accepted write carries a token that was
+//!    granted to the writer's session.
+//! 3. Nothing lost, nothing doubled: the counter equals the number of operations in the log;
+//!    every write reported accepted is in the log exactly once; no write reported refused is.
+//! 4. After the faults heal, every lock is acquired again within a bound.
+//! 5. Once all sessions are closed, no lock node remains (the anchor is not a lock node).
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+/// The library's persistent child of every recipe root: not a lock node.
+pub const ANCHOR: &str = "~zk-recipes-anchor";
+
+/// What a client was told about a fenced write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Committed.
+    Accepted,
+    /// Not done (the error says why: lock lost, session expired, version moved...).
+    Refused(String),
+    /// The connection broke with the request in flight: done or not, the store will tell.
+    Unknown(String),
+}
+
+/// A lock granted to a worker.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub lock: String,
+    pub token: u64,
+    pub session: i64,
+    pub worker: String,
+    /// When the worker learned of it. `None` when it was reported by another process.
+    pub at: Option<Instant>,
+}
+
+/// A grant given back (or found lost).
+#[derive(Clone, Debug)]
+pub struct Release {
+    pub lock: String,
+    pub token: u64,
+    pub session: i64,
+    pub worker: String,
+    pub at: Option<Instant>,
+    /// `released`, or why it was not (`lost: SessionExpired`, ...).
+    pub how: String,
+}
+
+/// A fenced write attempted under a grant.
+#[derive(Clone, Debug)]
+pub struct Write {
+    pub lock: String,
+    pub token: u64,
+    pub session: i64,
+    pub worker: String,
+    /// Unique across the history: the name of the operation node.
+    pub op: String,
+    /// Whether the worker still believed it held the lock when it sent the write.
+    pub believed_held: bool,
+    pub sent: Option<Instant>,
+    pub done: Option<Instant>,
+    pub outcome: Outcome,
+}
+
+/// A lock taken after the faults healed.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub lock: String,
+    pub healed_at: Instant,
+    pub acquired_at: Option<Instant>,
+}
+
+/// One accepted write as the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub op: String,
+    pub token: u64,
+}
+
+/// What the store holds for one lock at the end: the counter, and the log in store order.
+#[derive(Clone, Debug, Default)]
+pub struct Store {
+    pub counter: u64,
+    pub log: Vec<Entry>,
+}
+
+/// Everything recorded.
+#[derive(Clone, Debug, Default)]
+pub struct Events {
+    pub grants: Vec<Grant>,
+    pub releases: Vec<Release>,
+    pub writes: Vec<Write>,
+    pub probes: Vec<Probe>,
+    pub stores: BTreeMap<String, Store>,
+    /// Lock nodes left under each lock's root once every session was closed.
+    pub leftovers: BTreeMap<String, Vec<String>>,
+}
+
+/// A recorder shared by every worker of a test; waiters are woken on every event.
+pub struct History {
+    events: Mutex<Events>,
+    changed: watch::Sender<u64>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            events: Mutex::default(),
+            changed: watch::channel(0).0,
+        }
+    }
+}
+
+impl History {
+    pub fn new() -> History {
+        History::default()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Events)) {
+        f(&mut self.events.lock().unwrap());
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    pub fn grant(&self, g: Grant) {
+        self.update(|e| e.grants.push(g));
+    }
+
+    pub fn release(&self, r: Release) {
+        self.update(|e| e.releases.push(r));
+    }
+
+    pub fn write(&self, w: Write) {
+        self.update(|e| e.writes.push(w));
+    }
+
+    pub fn probe(&self, p: Probe) {
+        self.update(|e| e.probes.push(p));
+    }
+
+    pub fn store(&self, lock: &str, store: Store) {
+        self.update(|e| {
+            e.stores.insert(lock.to_owned(), store);
+        });
+    }
+
+    pub fn leftovers(&self, lock: &str, nodes: Vec<String>) {
+        self.update(|e| {
+            e.leftovers.insert(lock.to_owned(), nodes);
+        });
+    }
+
+    /// A copy of everything so far.
+    pub fn snapshot(&self) -> Events {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Evaluates `f` on the events now.
+    pub fn read<T>(&self, f: impl FnOnce(&Events) -> T) -> T {
+        f(&self.events.lock().unwrap())
+    }
+
+    /// Waits (on the events themselves) until `pred` holds. Wrap it in a timeout.
+    pub async fn wait_until(&self, mut pred: impl FnMut(&Events) -> bool) {
+        let mut rx = self.changed.subscribe();
+        loop {
+            if self.read(&mut pred) {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Judges the history; see the module docs for the invariants.
+    pub fn check(&self, recovery_bound: Duration) -> Report {
+        check(&self.snapshot(), recovery_bound)
+    }
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// 1: a token wrote again after another token had written: two critical sections overlap.
+    Overlap {
+        lock: String,
+        token: u64,
+        op: String,
+        after_token: u64,
+        after_op: String,
+    },
+    /// 1: a write was accepted although it was sent after a newer token's write had been
+    /// acknowledged (real time contradicts the store's order).
+    StaleAfterNewer {
+        lock: String,
+        op: String,
+        token: u64,
+        newer_op: String,
+        newer_token: u64,
+    },
+    /// 2: a run of accepted writes carries a smaller token than the run before it.
+    TokenWentBack {
+        lock: String,
+        token: u64,
+        op: String,
+        after_token: u64,
+    },
+    /// 2: one token granted twice for one lock.
+    TokenGrantedTwice {
+        lock: String,
+        token: u64,
+        sessions: Vec<i64>,
+    },
+    /// 2: an accepted write under a token its session was never granted.
+    NotGranted {
+        lock: String,
+        op: String,
+        token: u64,
+        session: i64,
+    },
+    /// 3: the counter is not the number of accepted operations.
+    CounterMismatch {
+        lock: String,
+        counter: u64,
+        accepted: u64,
+    },
+    /// 3: a write the client was told was accepted is not in the store (a lost update).
+    AcceptedButMissing { lock: String, op: String },
+    /// 3: a write the client was told was refused is in the store.
+    RefusedButApplied {
+        lock: String,
+        op: String,
+        error: String,
+    },
+    /// 3: the store holds an operation nobody attempted, or one twice.
+    Phantom { lock: String, op: String },
+    /// 4: a lock was not acquired again within the bound after the faults healed.
+    NotRecovered {
+        lock: String,
+        took: Option<Duration>,
+        bound: Duration,
+    },
+    /// 5: a lock node remained after every session was closed.
+    LeftoverNode { lock: String, node: String },
+    /// The history lacks what a check needs (no store read, no probe, no leftover listing).
+    Missing { lock: String, what: &'static str },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The checker's verdict and figures.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub violations: Vec<Violation>,
+    pub grants: usize,
+    pub writes: usize,
+    pub accepted: usize,
+    pub refused: usize,
+    /// Unknown outcomes that the store shows were done / not done.
+    pub unknown_done: usize,
+    pub unknown_not_done: usize,
+    /// Writes sent by a worker that still believed it held the lock, after a newer token of
+    /// the same lock had been granted (and refused, or the invariants say otherwise).
+    pub stale_beliefs: usize,
+    /// Updates lost: writes reported accepted that the store does not hold.
+    pub lost: usize,
+    /// The slowest probe after the heal.
+    pub recovery: Option<Duration>,
+}
+
+impl Report {
+    /// `accepted` plus unknown outcomes that were done: what the counters must add up to.
+    pub fn applied(&self) -> usize {
+        self.accepted + self.unknown_done
+    }
+}
+
+/// Judges `events`; see the module docs.
+pub fn check(events: &Events, recovery_bound: Duration) -> Report {
+    let mut report = Report {
+        grants: events.grants.len(),
+        writes: events.writes.len(),
+        ..Report::default()
+    };
+    let v = &mut report.violations;
+    let mut locks: Vec<&String> = events
+        .grants
+        .iter()
+        .map(|g| &g.lock)
+        .chain(events.writes.iter().map(|w| &w.lock))
+        .chain(events.stores.keys())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    locks.sort();
+
+    // 2: every token granted once per lock.
+    let mut granted: HashMap<(&str, u64), Vec<i64>> = HashMap::new();
+    for g in &events.grants {
+        granted
+            .entry((g.lock.as_str(), g.token))
+            .or_default()
+            .push(g.session);
+    }
+    let mut twice: Vec<_> = granted.iter().filter(|(_, s)| s.len() > 1).collect();
+    twice.sort();
+    for ((lock, token), sessions) in twice {
+        v.push(Violation::TokenGrantedTwice {
+            lock: lock.to_string(),
+            token: *token,
+            sessions: sessions.clone(),
+        });
+    }
+
+    for lock in locks {
+        let writes: Vec<&Write> = events.writes.iter().filter(|w| &w.lock == lock).collect();
+        let Some(store) = events.stores.get(lock) else {
+            v.push(Violation::Missing {
+                lock: lock.clone(),
+                what: "the store's final state",
+            });
+            continue;
+        };
+        let by_op: HashMap<&str, &Write> = writes.iter().map(|w| (w.op.as_str(), *w)).collect();
+        let mut in_log: HashMap<&str, usize> = HashMap::new();
+        for e in &store.log {
+            *in_log.entry(e.op.as_str()).or_default() += 1;
+        }
+
+        // 3: what clients were told against what the store holds.
+        for w in &writes {
+            let present = in_log.contains_key(w.op.as_str());
+            match &w.outcome {
+                Outcome::Accepted => {
+                    report.accepted += 1;
+                    if !present {
+                        report.lost += 1;
+                        v.push(Violation::AcceptedButMissing {
+                            lock: lock.clone(),
+                            op: w.op.clone(),
+                        });
+                    }
+                }
+                Outcome::Refused(error) => {
+                    report.refused += 1;
+                    if present {
+                        v.push(Violation::RefusedButApplied {
+                            lock: lock.clone(),
+                            op: w.op.clone(),
+                            error: error.clone(),
+                        });
+                    }
+                }
+                Outcome::Unknown(_) if present => report.unknown_done += 1,
+                Outcome::Unknown(_) => report.unknown_not_done += 1,
+            }
+        }
+        let mut phantoms: Vec<_> = in_log
+            .iter()
+            .filter(|(op, n)| **n > 1 || !by_op.contains_key(*op))
+            .map(|(op, _)| *op)
+            .collect();
+        phantoms.sort();
+        for op in phantoms {
+            v.push(Violation::Phantom {
+                lock: lock.clone(),
+                op: op.to_owned(),
+            });
+        }
+        if store.counter != store.log.len() as u64 {
+            v.push(Violation::CounterMismatch {
+                lock: lock.clone(),
+                counter: store.counter,
+                accepted: store.log.len() as u64,
+            });
+        }
+
+        // 1 and 2: the log, cut into runs of one token.
+        let mut finished: HashSet<u64> = HashSet::new();
+        let mut run: Option<&Entry> = None;
+        for e in &store.log {
+            if let Some(prev) = run {
+                if prev.token != e.token {
+                    finished.insert(prev.token);
+                    if finished.contains(&e.token) {
+                        v.push(Violation::Overlap {
+                            lock: lock.clone(),
+                            token: e.token,
+                            op: e.op.clone(),
+                            after_token: prev.token,
+                            after_op: prev.op.clone(),
+                        });
+                    } else if e.token < prev.token {
+                        v.push(Violation::TokenWentBack {
+                            lock: lock.clone(),
+                            token: e.token,
+                            op: e.op.clone(),
+                            after_token: prev.token,
+                        });
+                    }
+                }
+            }
+            run = Some(e);
+            // 2: the writer's session was granted this token.
+            let granted_to = granted.get(&(lock.as_str(), e.token));
+            if let Some(w) = by_op.get(e.op.as_str()) {
+                if w.token != e.token || !granted_to.is_some_and(|s| s.contains(&w.session)) {
+                    v.push(Violation::NotGranted {
+                        lock: lock.clone(),
+                        op: e.op.clone(),
+                        token: e.token,
+                        session: w.session,
+                    });
+                }
+            }
+        }
+
+        // 1, against real time: an accepted write sent after a newer token's accepted write
+        // was acknowledged.
+        let applied: Vec<&Write> = store
+            .log
+            .iter()
+            .filter_map(|e| by_op.get(e.op.as_str()).copied())
+            .collect();
+        let mut newest_ack: Option<&Write> = None;
+        let mut by_sent: Vec<&Write> = applied
+            .iter()
+            .filter(|w| w.sent.is_some())
+            .copied()
+            .collect();
+        by_sent.sort_by_key(|w| w.sent);
+        let mut acked: Vec<&Write> = applied
+            .iter()
+            .filter(|w| w.done.is_some())
+            .copied()
+            .collect();
+        acked.sort_by_key(|w| w.done);
+        let mut next_ack = 0;
+        for w in by_sent {
+            let sent = w.sent.expect("filtered");
+            while next_ack < acked.len() && acked[next_ack].done.expect("filtered") < sent {
+                let a = acked[next_ack];
+                if newest_ack.is_none_or(|n| a.token > n.token) {
+                    newest_ack = Some(a);
+                }
+                next_ack += 1;
+            }
+            if let Some(newer) = newest_ack {
+                if newer.token > w.token {
+                    v.push(Violation::StaleAfterNewer {
+                        lock: lock.clone(),
+                        op: w.op.clone(),
+                        token: w.token,
+                        newer_op: newer.op.clone(),
+                        newer_token: newer.token,
+                    });
+                }
+            }
+        }
+
+        // Beliefs: writes sent by a worker that thought it held, after a newer grant.
+        for w in &writes {
+            let (Some(sent), true) = (w.sent, w.believed_held) else {
+                continue;
+            };
+            if events
+                .grants
+                .iter()
+                .any(|g| &g.lock == lock && g.token > w.token && g.at.is_some_and(|at| at < sent))
+            {
+                report.stale_beliefs += 1;
+            }
+        }
+
+        // 4: recovery.
+        match events.probes.iter().find(|p| &p.lock == lock) {
+            None => v.push(Violation::Missing {
+                lock: lock.clone(),
+                what: "a probe after the heal",
+            }),
+            Some(p) => {
+                let took = p
+                    .acquired_at
+                    .map(|at| at.saturating_duration_since(p.healed_at));
+                report.recovery = report.recovery.max(took);
+                if took.is_none_or(|t| t > recovery_bound) {
+                    v.push(Violation::NotRecovered {
+                        lock: lock.clone(),
+                        took,
+                        bound: recovery_bound,
+                    });
+                }
+            }
+        }
+
+        // 5: nothing left behind.
+        match events.leftovers.get(lock) {
+            None => v.push(Violation::Missing {
+                lock: lock.clone(),
+                what: "the lock nodes left at the end",
+            }),
+            Some(nodes) => {
+                for node in nodes.iter().filter(|n| n.as_str() != ANCHOR) {
+                    v.push(Violation::LeftoverNode {
+                        lock: lock.clone(),
+                        node: node.clone(),
+                    });
+                }
+            }
+        }
+    }
+    report
+}
