@@ -123,6 +123,12 @@ pub enum Error {
         path: String,
     },
 
+    /// The connection broke before the reply came: the operation may or may not have taken
+    /// effect (a [`FencedWrite`](crate::FencedWrite) commit, for example). Read back before
+    /// retrying a write that is not idempotent.
+    #[error("connection to ZooKeeper lost; the outcome is unknown")]
+    ConnectionLost,
+
     /// Authentication with the server failed.
     #[error("authentication failed")]
     AuthFailed,
@@ -148,6 +154,7 @@ impl Error {
             // reports as `SessionClosed` on the next call).
             Z::SessionExpired | Z::ClientClosed => Error::SessionExpired,
             Z::AuthFailed => Error::AuthFailed,
+            other if connection_lost(&other) => Error::ConnectionLost,
             other => Error::Zk(other),
         }
     }

@@ -409,8 +409,8 @@ impl FencedWrite {
     ///
     /// [`Error::Lost`] when the grant's node is gone (nothing was written);
     /// [`Error::SessionExpired`] when its session is over (nothing was written);
-    /// [`Error::Zk`] with the failing operation's error otherwise (nothing was written), or
-    /// with `ConnectionLoss` when the outcome is unknown.
+    /// [`Error::ConnectionLost`] when the connection broke first: the outcome is unknown;
+    /// [`Error::Zk`] with the failing operation's error otherwise (nothing was written).
     ///
     /// # Cancel safety
     ///

@@ -202,6 +202,7 @@ impl Grant {
     pub(crate) async fn release(mut self) -> Result<()> {
         let span = info_span!("release", node = %self.path, session_id = format_args!("{:#x}", self.epoch.id()));
         let result = async {
+            let mut retried = false;
             loop {
                 let client = self.epoch.client()?;
                 match client.delete(&self.path, None).await {
@@ -209,6 +210,8 @@ impl Grant {
                         info!("released");
                         return Ok(());
                     }
+                    // After a broken connection our first delete may well have gone through.
+                    Err(zk::Error::NoNode) if retried => return Ok(()),
                     Err(zk::Error::NoNode) => {
                         return Err(Error::Lost {
                             path: self.path.clone(),
@@ -216,6 +219,7 @@ impl Grant {
                     }
                     Err(e) if connection_lost(&e) => {
                         drop(client);
+                        retried = true;
                         self.epoch.wait_reconnect().await;
                     }
                     Err(err) => return Err(Error::zk(err, &self.path)),

@@ -276,6 +276,22 @@ impl Epoch {
         let _ = rx.wait_for(|s| *s == EpochState::Lost).await;
     }
 
+    /// Runs an idempotent request on this session, again after each reconnect while the
+    /// connection breaks, mapping other errors about `path` to typed ones.
+    pub async fn retry<T, F, Fut>(&self, path: &str, mut request: F) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        loop {
+            match request(self.client()?).await {
+                Ok(value) => return Ok(value),
+                Err(e) if connection_lost(&e) => self.wait_reconnect().await,
+                Err(e) => return Err(Error::zk(e, path)),
+            }
+        }
+    }
+
     /// After a `ConnectionLoss`: waits until the session is connected again or over. The
     /// state watcher may not have seen the disconnect yet, hence the short pause first.
     pub async fn wait_reconnect(&self) {

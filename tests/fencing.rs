@@ -151,10 +151,7 @@ async fn a_fenced_write_after_session_expiry_fails_typed_and_changes_nothing() {
     // the request may also meet the connection the expiry broke: then the client cannot
     // know the outcome and says so (the read-back below shows nothing was written).
     let early = fenced_write(&guard, b"10400000").await.unwrap_err();
-    let outcome_unknown = matches!(
-        early,
-        Error::Zk(zkc::Error::ConnectionLoss | zkc::Error::Custom(_) | zkc::Error::Timeout)
-    );
+    let outcome_unknown = matches!(early, Error::ConnectionLost);
     assert!(
         matches!(early, Error::SessionExpired) || outcome_unknown,
         "{early:?}"
@@ -339,12 +336,8 @@ async fn fenced_increments_stay_exact_while_sessions_expire_at_random() {
     }
     assert!(random_expiries > 0 && freezes > 0, "sessions were expired");
     assert!(refused_writes > 0, "stale holders were refused");
-    // ZkMutex::lock() may surface a connection loss caused by an expiry (see the report);
-    // anything else is a failure.
-    assert!(
-        lock_errors.iter().all(|e| e.starts_with("ZooKeeper: ")),
-        "{lock_errors:?}"
-    );
+    // ZkMutex::lock() rides out the connection losses the expiries cause.
+    assert!(lock_errors.is_empty(), "{lock_errors:?}");
 }
 
 struct Contender {
