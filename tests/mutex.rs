@@ -53,7 +53,7 @@ async fn sixteen_contenders_never_overlap_and_tokens_increase() {
         }
     })
     .await;
-    let grants = grants.lock().unwrap();
+    let grants = grants.lock().unwrap().clone();
     assert_eq!(grants.len(), workers * rounds);
     assert!(
         grants.windows(2).all(|w| w[0] < w[1]),

@@ -63,7 +63,7 @@ async fn readers_overlap_and_writers_hold_alone() {
         }
     })
     .await;
-    let writes = writes.lock().unwrap();
+    let writes = writes.lock().unwrap().clone();
     assert_eq!(writes.len(), 50);
     assert!(
         writes.windows(2).all(|w| w[0] < w[1]),
