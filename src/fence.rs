@@ -366,6 +366,14 @@ impl FencedWrite {
     }
 
     /// Sets `path`'s data (at `version`, if given).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
+    /// let mut write = guard.fenced_write();
+    /// write.set_data("/app/balance", b"10400000", None);
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> &mut Self {
         self.ops.push(Op::SetData {
             path: path.to_owned(),
@@ -376,6 +384,14 @@ impl FencedWrite {
     }
 
     /// Creates `path` (open ACL) in the given mode.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
+    /// let mut write = guard.fenced_write();
+    /// write.create("/app/journal/entry-", b"debit 200000", zookeeper_client::CreateMode::PersistentSequential);
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn create(&mut self, path: &str, data: &[u8], mode: zk::CreateMode) -> &mut Self {
         self.ops.push(Op::Create {
             path: path.to_owned(),
@@ -386,6 +402,14 @@ impl FencedWrite {
     }
 
     /// Deletes `path` (at `version`, if given).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
+    /// let mut write = guard.fenced_write();
+    /// write.delete("/app/pending/job-17", None);
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn delete(&mut self, path: &str, version: Option<i32>) -> &mut Self {
         self.ops.push(Op::Delete {
             path: path.to_owned(),
@@ -395,6 +419,14 @@ impl FencedWrite {
     }
 
     /// Also requires `path` to be at `version`.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
+    /// let mut write = guard.fenced_write();
+    /// write.check_version("/app/config", 7).set_data("/app/derived", b"from config v7", None);
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn check_version(&mut self, path: &str, version: i32) -> &mut Self {
         self.ops.push(Op::Check {
             path: path.to_owned(),

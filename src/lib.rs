@@ -17,7 +17,8 @@
 //!
 //! ZooKeeper hands out exactly such a number: the sequence of the ephemeral sequential node a
 //! contender creates under the lock's root. [`Grant::token`] returns it as a [`FencingToken`];
-//! the storage-side rule is one condition (`... WHERE fence <= :token`, see [`FencingToken`]).
+//! the storage-side rule is one condition, `... WHERE fence <= :token`, on every write and on
+//! the read of a read-modify-write (see [`FencingToken`] and [`FencedStore`]).
 //!
 //! # Quick start
 //!
