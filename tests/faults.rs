@@ -136,7 +136,8 @@ impl Sink {
     }
 }
 
-/// Turns a child's `EVT` line into a history event (times are the child's to know: none).
+/// Turns a child's `EVT` line into a history event. The child's clock is its own: grants and
+/// sends carry no time; answers carry the time the parent read them.
 fn parse_event(line: &str, history: &History) {
     let mut f = line.split(' ').skip(1);
     let mut next = || f.next().unwrap_or_default().to_owned();
@@ -172,7 +173,10 @@ fn parse_event(line: &str, history: &History) {
                 op,
                 believed_held: believed == "1",
                 sent: None,
-                done: None,
+                // When the parent read the line: no earlier than the answer. Good for the
+                // stall figure; the real-time check only ever trusts a late `done` to make it
+                // miss a violation, never to invent one.
+                done: Some(Instant::now()),
                 outcome: match kind.as_str() {
                     "A" => Outcome::Accepted,
                     "R" => Outcome::Refused(detail),
@@ -343,9 +347,7 @@ async fn increment(
     let done = Instant::now();
     let outcome = match result {
         Ok(Ok(_)) => Outcome::Accepted,
-        Ok(Err(Error::Zk(
-            err @ (zkc::Error::ConnectionLoss | zkc::Error::Timeout | zkc::Error::Custom(_)),
-        ))) => Outcome::Unknown(err.to_string()),
+        Ok(Err(err @ Error::ConnectionLost)) => Outcome::Unknown(err.to_string()),
         Ok(Err(err)) => Outcome::Refused(err.to_string()),
         Err(_) => Outcome::Unknown(format!("no answer within {limit:?}")),
     };
@@ -1275,13 +1277,15 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
             frozen > timeout,
             "frozen {frozen:?}: not past the session timeout"
         );
-        // The child writes on with its old token until refused.
+        // The child writes on with its old token until refused (a write that was in flight at
+        // the freeze may come back first, as unknown or accepted: the store's log says where
+        // it landed).
         bed.wait("the child's stale write refused", 60, |e| {
             e.writes
                 .iter()
                 .filter(|w| w.worker == name)
                 .skip(seen_before)
-                .any(|w| w.outcome != Outcome::Accepted)
+                .any(|w| matches!(w.outcome, Outcome::Refused(_)))
         })
         .await;
         let stale: Vec<Write> = bed.history.read(|e| {
@@ -1298,7 +1302,26 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
                 w.token, w.believed_held, w.outcome
             );
         }
-        refusals.push(format!("{:?}", stale.last().unwrap().outcome));
+        let outcomes: Vec<String> = stale
+            .iter()
+            .map(|w| {
+                let belief = if w.believed_held {
+                    "believing it held"
+                } else {
+                    "knowing it lost"
+                };
+                match &w.outcome {
+                    Outcome::Accepted => format!("accepted, {belief}"),
+                    Outcome::Refused(e) => format!("refused ({e}), {belief}"),
+                    Outcome::Unknown(e) => format!("unknown ({e}), {belief}"),
+                }
+            })
+            .collect();
+        refusals.push(format!(
+            "token {} wrote on: {}",
+            held.token,
+            outcomes.join(", ")
+        ));
         drop(stdin); // the child stops, releases what it may still hold, and exits
         let status = within("the child to exit", 60, child.wait()).await.unwrap();
         assert!(status.success(), "child exited with {status}");
@@ -1315,11 +1338,85 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
             Row {
                 scenario: "a holder process frozen with SIGSTOP past its session timeout, resumed with SIGCONT, writing on with its old token".into(),
                 policy: "Expiry",
-                faults: format!("{} freeze(s); stale writes after SIGCONT: {}", rounds(), refusals.join(", ")),
+                faults: format!("{} freeze(s) past the 3 s session timeout; after SIGCONT {}", rounds(), refusals.join("; ")),
             },
             timeout + Duration::from_secs(10),
             scaled(Duration::from_secs(30)),
         )
         .await;
     assert_clean(&report);
+}
+
+/// A process that closes its session and exits at once must leave no lock node behind:
+/// `Session::close` says the ephemeral nodes "are deleted at once". The session timeout is
+/// long (20 s), so a node that outlives the process by seconds went with the server's expiry,
+/// not with the close. One server is enough.
+///
+/// Fails today (about 6 runs of 10 leave the node for the whole 20 s): `close()` returns once
+/// the library has dropped its client handle, before zookeeper-client's background task has
+/// sent `closeSession`; a process that exits then never sends it. Ignored until `src/` is
+/// fixed, so that CI stays green: `cargo nextest run --test faults --run-ignored all`.
+#[ignore = "known bug: Session::close returns before closeSession is sent"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_just_before_its_process_exits_leaves_no_lock_node() {
+    let zk = support::Zk::start("close-then-exit").await;
+    let raw = zk.raw().await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "close_and_exit_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("ZK_FAULTS_CLOSE_AND_EXIT", &zk.connect)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let out = within("the child to exit", 60, child.wait_with_output())
+            .await
+            .unwrap();
+        assert!(out.status.success(), "child: {}", out.status);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("CLOSED"));
+        let exited = Instant::now();
+        support::wait_children(&raw, "/locks/close", 0).await;
+        println!(
+            "lock node gone {:?} after the process exited",
+            exited.elapsed()
+        );
+        slowest = slowest.max(exited.elapsed());
+    }
+    println!("lock node gone at most {slowest:?} after the process exited");
+    assert!(
+        slowest < scaled(Duration::from_secs(5)),
+        "the lock node outlived its closed session by {slowest:?}: it went with the \
+         session's expiry (20 s), not with Session::close"
+    );
+}
+
+/// Worker mode of the test above: locks, closes the session, exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_and_exit_process() {
+    let Ok(connect) = std::env::var("ZK_FAULTS_CLOSE_AND_EXIT") else {
+        return;
+    };
+    let session = Session::connect(options(
+        &connect,
+        Duration::from_secs(20),
+        LossPolicy::Expiry,
+    ))
+    .await
+    .unwrap();
+    let mutex = ZkMutex::new(&session, "/locks/close").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    println!("HELD {}", guard.token());
+    // The worker's last act: close the session (which "deletes every lock held through it at
+    // once"), then leave.
+    session.close().await;
+    println!("CLOSED");
+    // What returning from `main` does, without the grace of the runtime's shutdown.
+    drop(guard);
+    std::process::exit(0);
 }
