@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{Error, LeaderElection, LossPolicy, Session, SessionOptions};
-use zk_testcontainers::{expire_session, ZkServer};
+use zk_testcontainers::{expire_session, test_server};
 use zookeeper_client as zkc;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -73,19 +73,16 @@ async fn main() {
     let workers: usize = flag("--workers")
         .map(|w| w.parse().expect("--workers N"))
         .unwrap_or(3);
-    let _server;
-    let connect = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => connect,
-        Err(_) => {
-            println!("starting ZooKeeper in Docker (zk-testcontainers; builds the image on first use)...");
-            let server = ZkServer::start()
-                .await
-                .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
-            let connect = server.connect_string();
-            _server = server;
-            connect
-        }
-    };
+    // ZK_CONNECT, or a ZooKeeper of our own in Docker (removed when `zk` drops).
+    if std::env::var_os("ZK_CONNECT").is_none() {
+        println!(
+            "starting ZooKeeper in Docker (zk-testcontainers; builds the image on first use)..."
+        );
+    }
+    let zk = test_server()
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
+    let connect = zk.connect_string();
     println!("ZooKeeper at {connect}");
     if let Some(id) = flag("--id") {
         // One worker in this process, until killed; run several to watch them take over.

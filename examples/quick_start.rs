@@ -3,20 +3,13 @@
 //! Uses `ZK_CONNECT` when set, otherwise starts ZooKeeper in Docker through zk-testcontainers.
 
 use zk_recipes::{Session, SessionOptions, ZkMutex};
-use zk_testcontainers::ZkServer;
+use zk_testcontainers::test_server;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let _server;
-    let connect = match std::env::var("ZK_CONNECT") {
-        Ok(connect) => connect,
-        Err(_) => {
-            let server = ZkServer::start().await?;
-            let connect = server.connect_string();
-            _server = server;
-            connect
-        }
-    };
+    // ZK_CONNECT, or a ZooKeeper of our own in Docker (removed when `zk` drops).
+    let zk = test_server().await?;
+    let connect = zk.connect_string();
     let session = Session::connect(SessionOptions::new(connect)).await?;
     let mutex = ZkMutex::new(&session, "/locks/orders-42")?;
 

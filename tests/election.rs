@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use support::{contenders, wait_children, within, Zk};
+use support::{contenders, spawn_self, wait_children, within, Zk};
 use zk_recipes::{LeaderElection, LeaderObserver, LossPolicy, LossReason, Session, SessionOptions};
 use zk_testcontainers::{ensemble_unavailable_reason, expire_session, scaled, ZkEnsemble};
 use zookeeper_client as zkc;
@@ -207,22 +207,16 @@ async fn failover_after_resign_close_and_death() {
 
     // Death: a leader process killed without closing its session.
     leader_a.resign().await.unwrap();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "candidate_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("ZK_CANDIDATE_CONNECT", &zk.connect)
-        .env(
-            "ZK_CANDIDATE_TIMEOUT_MS",
-            session_timeout.as_millis().to_string(),
-        )
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn_self(
+        "candidate_process",
+        &[
+            ("ZK_CANDIDATE_CONNECT", zk.connect.clone()),
+            (
+                "ZK_CANDIDATE_TIMEOUT_MS",
+                session_timeout.as_millis().to_string(),
+            ),
+        ],
+    );
     let observer_session = zk.session().await;
     let mut observer = LeaderObserver::new(&observer_session, ROOT).unwrap();
     let child_leader = within("the child process leads", 20, async {

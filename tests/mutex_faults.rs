@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{contenders, events, wait_children, within, Zk};
+use support::{contenders, events, spawn_self, wait_children, within, Zk};
 use zk_recipes::{Error, LossReason, RootKind, Session, SessionOptions, SessionState, ZkMutex};
 use zk_testcontainers::{expire_session, scaled, FaultProxy};
 use zookeeper_client as zkc;
@@ -94,22 +94,16 @@ async fn a_holder_process_killed_without_closing_is_replaced_within_the_session_
     let zk = Zk::start("killed-holder").await;
     let session_timeout = Duration::from_secs(3);
     // The holder is a real process: this test binary run again in holder mode.
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "holder_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("ZK_HOLDER_CONNECT", &zk.connect)
-        .env(
-            "ZK_HOLDER_TIMEOUT_MS",
-            session_timeout.as_millis().to_string(),
-        )
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn_self(
+        "holder_process",
+        &[
+            ("ZK_HOLDER_CONNECT", zk.connect.clone()),
+            (
+                "ZK_HOLDER_TIMEOUT_MS",
+                session_timeout.as_millis().to_string(),
+            ),
+        ],
+    );
     let raw = zk.raw().await;
     wait_children(&raw, ROOT, 1).await;
     let waiter = zk.session().await;

@@ -33,7 +33,7 @@ mod store;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use replay::{Mode, Replay, WorkerArgs};
-use zk_testcontainers::ZkServer;
+use zk_testcontainers::test_server;
 
 #[tokio::main]
 async fn main() {
@@ -68,19 +68,16 @@ async fn main() {
         modes = vec![Mode::Fenced, Mode::Unfenced];
     }
 
-    let _server;
-    let connect = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.trim().is_empty() => connect,
-        _ => {
-            println!("starting ZooKeeper in Docker (zk-testcontainers; builds the image on first use)...");
-            let server = ZkServer::start()
-                .await
-                .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
-            let connect = server.connect_string();
-            _server = server;
-            connect
-        }
-    };
+    // ZK_CONNECT, or a ZooKeeper of our own in Docker (removed when `zk` drops).
+    if std::env::var_os("ZK_CONNECT").is_none() {
+        println!(
+            "starting ZooKeeper in Docker (zk-testcontainers; builds the image on first use)..."
+        );
+    }
+    let zk = test_server()
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
+    let connect = zk.connect_string();
     println!("ZooKeeper at {connect}");
 
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("current_exe: {e}")));

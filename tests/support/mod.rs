@@ -82,6 +82,18 @@ pub async fn wait_children(client: &zookeeper_client::Client, path: &str, n: usi
         .unwrap_or_else(|_| panic!("{path} never had {n} children"));
 }
 
+/// Runs this test binary again as a child process, running only the test `name` (a "mode"
+/// test that does nothing without its environment), with `env` set. Killed when dropped.
+pub fn spawn_self(name: &str, env: &[(&str, String)]) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// The contender nodes under `path`: its children but the library's `~` anchor.
 pub async fn contenders(client: &zookeeper_client::Client, path: &str) -> Vec<String> {
     let children = client.list_children(path).await.expect("list children");
