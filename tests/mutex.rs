@@ -221,8 +221,12 @@ async fn a_guard_dropped_outside_any_runtime_releases_in_the_background() {
     let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
     let guard = mutex.clone().lock_owned().await.unwrap();
     // A plain thread with no tokio runtime drops it: no panic, and the node goes.
-    std::thread::spawn(move || drop(guard)).join().expect("dropping must not panic");
+    std::thread::spawn(move || drop(guard))
+        .join()
+        .expect("dropping must not panic");
     wait_children(&raw, ROOT, 0).await;
-    let again = within("lock after the drop", 10, mutex.lock()).await.unwrap();
+    let again = within("lock after the drop", 10, mutex.lock())
+        .await
+        .unwrap();
     again.release().await.unwrap();
 }
