@@ -572,9 +572,30 @@ async fn supervise(
 ) {
     loop {
         let span = info_span!("session", session_id = format_args!("{:#x}", epoch.id));
-        let closing = follow(&epoch, &state, &mut shutdown).instrument(span).await;
+        let Ok(client) = epoch.client() else { return };
+        let mut watcher = client.state_watcher();
+        drop(client);
+        let closing = follow(&epoch, &mut watcher, &state, &mut shutdown)
+            .instrument(span)
+            .await;
         epoch.end();
         if closing {
+            // With our handle gone, zookeeper-client sends closeSession once the last request
+            // in flight is done: wait (bounded) for the server's answer, so that a process
+            // exiting right after `close().await` leaves no ephemeral node behind.
+            let closed = async {
+                while !watcher.peek_state().is_terminated() {
+                    watcher.changed().await;
+                }
+            };
+            if tokio::time::timeout(options.connection_timeout, closed)
+                .await
+                .is_err()
+            {
+                warn!(
+                    "the server did not confirm the close in time (a client handle still in use?)"
+                );
+            }
             current.send_replace(None);
             state.send_replace(SessionState::Closed);
             info!(
@@ -623,14 +644,10 @@ async fn supervise(
 /// Follows one ZooKeeper session until it is over; returns whether we are closing.
 async fn follow(
     epoch: &Arc<Epoch>,
+    watcher: &mut zk::StateWatcher,
     state: &watch::Sender<SessionState>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> bool {
-    let Ok(client) = epoch.client() else {
-        return false;
-    };
-    let mut watcher = client.state_watcher();
-    drop(client);
     let id = epoch.id;
     let mut suspended_since: Option<tokio::time::Instant> = None;
     loop {

@@ -1352,11 +1352,8 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
 /// long (20 s), so a node that outlives the process by seconds went with the server's expiry,
 /// not with the close. One server is enough.
 ///
-/// Fails today (about 6 runs of 10 leave the node for the whole 20 s): `close()` returns once
-/// the library has dropped its client handle, before zookeeper-client's background task has
-/// sent `closeSession`; a process that exits then never sends it. Ignored until `src/` is
-/// fixed, so that CI stays green: `cargo nextest run --test faults --run-ignored all`.
-#[ignore = "known bug: Session::close returns before closeSession is sent"]
+/// (Found by this suite: `close()` used to return before zookeeper-client had sent
+/// `closeSession`, and about 6 runs of 10 left the node for the whole 20 s.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_closed_just_before_its_process_exits_leaves_no_lock_node() {
     let zk = support::Zk::start("close-then-exit").await;
