@@ -1,0 +1,240 @@
+// The Curator peer of examples/bench.rs: Apache Curator's InterProcessMutex on the same workloads,
+// one JSON object per workload on stdout. The Rust benchmark compiles this file with javac against
+// Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as a subprocess:
+//
+//   java -cp <out>:<jars> CuratorBench --connect 127.0.0.1:2181 --root /bench/curator \
+//        --jit-warmup-ms 2000 --warmup-ms 1000 --measure-ms 3000 \
+//        --workloads uncontended,contended8,locks64x4
+//
+// First 8 contenders churn unmeasured for --jit-warmup-ms, so that the JIT has compiled Curator's
+// and ZooKeeper's hot paths (the Rust side needs no such thing). Then, per workload, timing mirrors
+// the Rust side: a warm-up (connections, first nodes), then a measurement window; a cycle
+// counts when its grant falls in the window, latencies when the whole acquire does. Acquire
+// latency is from calling acquire() to its return; handoff is from the holder's call to release()
+// to the next holder's return from acquire() (one process, one clock). Process CPU time (every JVM
+// thread: ours, Curator's, ZooKeeper's, JIT and GC) is read around the window.
+
+import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.RetryNTimes;
+
+/** Runs InterProcessMutex workloads and prints their figures as JSON lines. */
+public final class CuratorBench {
+    private static String connect = "127.0.0.1:2181";
+    private static String root = "/bench/curator";
+    private static long warmupMs = 500;
+    private static long measureMs = 3000;
+    /** Churn before the first workload, so that the JIT has compiled the hot paths. */
+    private static long jitWarmupMs = 2000;
+
+    /** Window bounds (System.nanoTime); a cycle counts when granted inside. */
+    private static volatile long windowStart = Long.MAX_VALUE;
+    private static volatile long windowEnd = Long.MAX_VALUE;
+    private static volatile boolean stop = false;
+
+    /** A growable array of longs (latency samples in nanoseconds), one per thread. */
+    private static final class Samples {
+        long[] values = new long[1024];
+        int size = 0;
+
+        void add(long v) {
+            if (size == values.length) {
+                values = Arrays.copyOf(values, size * 2);
+            }
+            values[size++] = v;
+        }
+    }
+
+    /** What one contender thread measured. */
+    private static final class Tally {
+        final Samples acquire = new Samples();
+        final Samples handoff = new Samples();
+        long cycles = 0;
+        long violations = 0;
+        Exception error = null;
+    }
+
+    /** One lock path, shared by its contenders: the last release time and a holder flag. */
+    private static final class Lock {
+        final String path;
+        final AtomicLong releasedAt = new AtomicLong(0);
+        final AtomicBoolean held = new AtomicBoolean(false);
+
+        Lock(String path) {
+            this.path = path;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        List<String> workloads = List.of("uncontended", "contended8", "locks64x4");
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            switch (args[i]) {
+                case "--connect": connect = args[i + 1]; break;
+                case "--root": root = args[i + 1]; break;
+                case "--warmup-ms": warmupMs = Long.parseLong(args[i + 1]); break;
+                case "--measure-ms": measureMs = Long.parseLong(args[i + 1]); break;
+                case "--jit-warmup-ms": jitWarmupMs = Long.parseLong(args[i + 1]); break;
+                case "--workloads": workloads = List.of(args[i + 1].split(",")); break;
+                default: throw new IllegalArgumentException("unknown flag " + args[i]);
+            }
+        }
+        if (jitWarmupMs > 0) {
+            run("jit-warmup", 1, 8, 0, jitWarmupMs, false);
+        }
+        for (String w : workloads) {
+            switch (w) {
+                case "uncontended": run(w, 1, 1, warmupMs, measureMs, true); break;
+                case "contended8": run(w, 1, 8, warmupMs, measureMs, true); break;
+                case "locks64x4": run(w, 64, 4, warmupMs, measureMs, true); break;
+                default: throw new IllegalArgumentException("unknown workload " + w);
+            }
+        }
+    }
+
+    private static CuratorFramework client() throws InterruptedException {
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(connect)
+                .sessionTimeoutMs(10_000)
+                .connectionTimeoutMs(5_000)
+                .retryPolicy(new RetryNTimes(3, 100))
+                .build();
+        client.start();
+        if (!client.blockUntilConnected(10, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("Curator could not connect to " + connect);
+        }
+        return client;
+    }
+
+    private static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+    }
+
+    /**
+     * `locks` lock paths, `perLock` contenders on each; contender i of every lock shares session i
+     * (one session per contender for a single lock, as in the Rust workloads).
+     */
+    private static void run(String name, int locks, int perLock, long warmupMs, long measureMs,
+            boolean print) throws Exception {
+        stop = false;
+        windowStart = Long.MAX_VALUE;
+        windowEnd = Long.MAX_VALUE;
+        List<CuratorFramework> sessions = new ArrayList<>();
+        for (int i = 0; i < perLock; i++) {
+            sessions.add(client());
+        }
+        List<Thread> threads = new ArrayList<>();
+        List<Tally> tallies = new ArrayList<>();
+        for (int l = 0; l < locks; l++) {
+            Lock lock = new Lock(root + "/" + name + "/lock-" + l);
+            for (int c = 0; c < perLock; c++) {
+                InterProcessMutex mutex = new InterProcessMutex(sessions.get(c), lock.path);
+                Tally tally = new Tally();
+                tallies.add(tally);
+                boolean handoffs = perLock > 1; // alone on a lock, the next grant is its own
+                Thread t = new Thread(() -> contend(mutex, lock, tally, handoffs), name + "-" + l + "-" + c);
+                t.setDaemon(true);
+                threads.add(t);
+            }
+        }
+        for (Thread t : threads) {
+            t.start();
+        }
+        Thread.sleep(warmupMs);
+        long cpu0 = cpuNanos();
+        long start = System.nanoTime();
+        windowStart = start;
+        windowEnd = start + measureMs * 1_000_000L;
+        Thread.sleep(measureMs);
+        long cpu1 = cpuNanos();
+        long end = System.nanoTime();
+        stop = true;
+        for (Thread t : threads) {
+            t.join(30_000);
+        }
+        Samples acquire = new Samples();
+        Samples handoff = new Samples();
+        long cycles = 0;
+        long violations = 0;
+        String error = null;
+        for (Tally t : tallies) {
+            cycles += t.cycles;
+            violations += t.violations;
+            for (int i = 0; i < t.acquire.size; i++) acquire.add(t.acquire.values[i]);
+            for (int i = 0; i < t.handoff.size; i++) handoff.add(t.handoff.values[i]);
+            if (t.error != null && error == null) error = t.error.toString();
+        }
+        for (CuratorFramework s : sessions) {
+            s.close();
+        }
+        if (!print) {
+            return;
+        }
+        double seconds = (Math.min(end, windowEnd) - start) / 1e9;
+        StringBuilder out = new StringBuilder();
+        out.append("{\"workload\":\"").append(name).append('"');
+        out.append(",\"cycles\":").append(cycles);
+        out.append(",\"seconds\":").append(seconds);
+        out.append(",\"cycles_per_s\":").append(cycles / seconds);
+        out.append(",\"acquire_p50_us\":").append(percentileUs(acquire, 0.50));
+        out.append(",\"acquire_p99_us\":").append(percentileUs(acquire, 0.99));
+        out.append(",\"handoff_p50_us\":").append(percentileUs(handoff, 0.50));
+        out.append(",\"handoff_p99_us\":").append(percentileUs(handoff, 0.99));
+        out.append(",\"cpu_ms\":").append((cpu1 - cpu0) / 1e6);
+        out.append(",\"violations\":").append(violations);
+        if (error != null) {
+            out.append(",\"error\":\"").append(error.replace("\\", "\\\\").replace("\"", "'")).append('"');
+        }
+        out.append('}');
+        System.out.println(out);
+        System.out.flush();
+    }
+
+    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as bench.rs). */
+    private static double percentileUs(Samples s, double p) {
+        if (s.size == 0) {
+            return -1;
+        }
+        long[] v = Arrays.copyOf(s.values, s.size);
+        Arrays.sort(v);
+        int rank = (int) Math.ceil(p * v.length);
+        return v[Math.max(rank, 1) - 1] / 1000.0;
+    }
+
+    private static void contend(InterProcessMutex mutex, Lock lock, Tally tally, boolean handoffs) {
+        try {
+            while (!stop) {
+                long asked = System.nanoTime();
+                mutex.acquire();
+                long granted = System.nanoTime();
+                if (!lock.held.compareAndSet(false, true)) {
+                    tally.violations++;
+                }
+                long released = lock.releasedAt.getAndSet(0);
+                if (granted >= windowStart && granted < windowEnd) {
+                    tally.cycles++;
+                    if (asked >= windowStart) {
+                        tally.acquire.add(granted - asked);
+                    }
+                    if (handoffs && released != 0 && released >= windowStart) {
+                        tally.handoff.add(granted - released);
+                    }
+                }
+                lock.held.set(false);
+                lock.releasedAt.set(System.nanoTime());
+                mutex.release();
+            }
+        } catch (Exception e) {
+            tally.error = e;
+        }
+    }
+}
