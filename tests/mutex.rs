@@ -173,7 +173,7 @@ async fn a_thousand_cancelled_acquisitions_leave_no_node_behind() {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..cancelled {
         let mutex = mutex.clone();
-        let after = Duration::from_micros(rand::rng().random_range(0..4000));
+        let after = Duration::from_micros(rand::rng().random_range(0..15_000));
         tasks.spawn(async move {
             tokio::time::timeout(after, mutex.lock_owned())
                 .await

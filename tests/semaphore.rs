@@ -46,7 +46,7 @@ async fn twenty_contenders_for_three_permits_under_churn() {
                 let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
                 max.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= 3, "{now} holders of 3 permits");
-                let pause = Duration::from_millis(rand::rng().random_range(0..5));
+                let pause = Duration::from_millis(rand::rng().random_range(5..25));
                 tokio::time::sleep(pause).await;
                 holders.fetch_sub(1, Ordering::SeqCst);
                 if r > 0.95 {
@@ -79,7 +79,8 @@ async fn twenty_contenders_for_three_permits_under_churn() {
         max.load(Ordering::SeqCst)
     );
     assert_eq!(served, 100, "every contender served five times");
-    assert!(max.load(Ordering::SeqCst) <= 3);
+    // The permits were really contended: all three were in use at once at some point.
+    assert_eq!(max.load(Ordering::SeqCst), 3);
     let raw = zk.raw().await;
     wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
     wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
