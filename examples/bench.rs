@@ -67,7 +67,13 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 use zk_recipes::{OwnedZkMutexGuard, Session, SessionOptions, ZkMutex};
+use zk_testcontainers::{ServerOptions, ZkServer};
 use zookeeper_client as zkc;
+
+/// The server's JVM options (`ZK_JAVA_OPTS` of the image; `BENCH_ZK_JAVA_OPTS` overrides): the
+/// image's default stops the JIT at C1 and keeps the heap small for fast test start-up, which
+/// is not how a production server runs.
+const SERVER_JAVA_OPTS: &str = "-Xms256m -Xmx512m -XX:+UseSerialGC";
 
 /// Contenders on the single contended lock.
 const CONTENDERS: usize = 8;
@@ -2252,17 +2258,29 @@ async fn main() {
     let load_start = load_average();
     let date = utc_now();
 
-    if std::env::var("ZK_CONNECT").map_or(true, |v| v.trim().is_empty()) {
-        eprintln!("bench: starting ZooKeeper in Docker (zk-testcontainers)...");
-    }
-    let zk = match zk_testcontainers::test_server().await {
-        Ok(zk) => zk,
-        Err(e) => {
-            eprintln!("bench: no ZooKeeper: {e}");
-            std::process::exit(1);
+    let external = std::env::var("ZK_CONNECT")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    let java_opts =
+        std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
+    let (server, connect) = match external {
+        Some(connect) => (None, connect),
+        None => {
+            eprintln!("bench: starting ZooKeeper in Docker (zk-testcontainers), JVM {java_opts}");
+            let options = ServerOptions::default().with_env("ZK_JAVA_OPTS", &java_opts);
+            match ZkServer::start_with(options).await {
+                Ok(server) => {
+                    let connect = server.connect_string();
+                    (Some(server), connect)
+                }
+                Err(e) => {
+                    eprintln!("bench: no ZooKeeper: {e}");
+                    std::process::exit(1);
+                }
+            }
         }
     };
-    let connect = zk.connect_string();
     let srvr = four_letter(&connect, "srvr").await.unwrap_or_default();
     let version = srvr
         .lines()
@@ -2274,14 +2292,10 @@ async fn main() {
         .find_map(|l| l.strip_prefix("Mode:"))
         .map(|m| m.trim().to_owned())
         .unwrap_or_else(|| "?".into());
-    let zookeeper = format!(
-        "{version} ({mode}, {})",
-        if zk.server().is_some() {
-            "Docker"
-        } else {
-            "ZK_CONNECT"
-        }
-    );
+    let zookeeper = match &server {
+        Some(_) => format!("{version} ({mode}, Docker, JVM {java_opts})"),
+        None => format!("{version} ({mode}, ZK_CONNECT)"),
+    };
     eprintln!("bench: ZooKeeper {zookeeper} at {connect}");
 
     let root = format!(
@@ -2390,5 +2404,4 @@ async fn main() {
     if let Ok(client) = zkc::Client::connect(&connect).await {
         delete_tree(&client, &root).await;
     }
-    drop(zk);
 }
