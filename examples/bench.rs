@@ -1309,10 +1309,10 @@ async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         }
         let map = parse_flat_json(line);
         let num = |k: &str| map.get(k).and_then(Json::as_f64);
-        let latency = |p50: &str, p99: &str| Latency {
+        let latency = |p50: &str, p99: &str, samples: &str| Latency {
             p50: num(p50).filter(|v| *v >= 0.0),
             p99: num(p99).filter(|v| *v >= 0.0),
-            samples: 0,
+            samples: num(samples).unwrap_or(0.0) as usize,
         };
         let Some(name) = map.get("workload").and_then(Json::as_str) else {
             continue;
@@ -1322,8 +1322,8 @@ async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
             Figures {
                 cycles: num("cycles").unwrap_or(0.0) as u64,
                 seconds: num("seconds").unwrap_or(0.0),
-                acquire: latency("acquire_p50_us", "acquire_p99_us"),
-                handoff: latency("handoff_p50_us", "handoff_p99_us"),
+                acquire: latency("acquire_p50_us", "acquire_p99_us", "acquire_samples"),
+                handoff: latency("handoff_p50_us", "handoff_p99_us", "handoff_samples"),
                 cpu_ms: num("cpu_ms").unwrap_or(0.0),
                 violations: num("violations").unwrap_or(0.0) as u64,
                 error: map.get("error").and_then(|e| e.as_str().map(str::to_owned)),

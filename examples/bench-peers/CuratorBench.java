@@ -189,6 +189,8 @@ public final class CuratorBench {
         out.append(",\"acquire_p99_us\":").append(percentileUs(acquire, 0.99));
         out.append(",\"handoff_p50_us\":").append(percentileUs(handoff, 0.50));
         out.append(",\"handoff_p99_us\":").append(percentileUs(handoff, 0.99));
+        out.append(",\"acquire_samples\":").append(acquire.size);
+        out.append(",\"handoff_samples\":").append(handoff.size);
         out.append(",\"cpu_ms\":").append((cpu1 - cpu0) / 1e6);
         out.append(",\"violations\":").append(violations);
         if (error != null) {
