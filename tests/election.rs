@@ -263,17 +263,9 @@ async fn failover_after_resign_close_and_death() {
 /// Candidate mode of the test above; without `ZK_CANDIDATE_CONNECT` it has nothing to do.
 #[tokio::test]
 async fn candidate_process() {
-    let Ok(connect) = std::env::var("ZK_CANDIDATE_CONNECT") else {
+    let Some(session) = support::child_session("ZK_CANDIDATE").await else {
         return;
     };
-    let ms: u64 = std::env::var("ZK_CANDIDATE_TIMEOUT_MS")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let session =
-        Session::connect(SessionOptions::new(connect).session_timeout(Duration::from_millis(ms)))
-            .await
-            .unwrap();
     let leadership = LeaderElection::new(&session, ROOT, "child")
         .unwrap()
         .campaign()

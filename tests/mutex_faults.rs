@@ -130,17 +130,9 @@ async fn a_holder_process_killed_without_closing_is_replaced_within_the_session_
 /// Holder mode of the test above; without `ZK_HOLDER_CONNECT` it has nothing to do.
 #[tokio::test]
 async fn holder_process() {
-    let Ok(connect) = std::env::var("ZK_HOLDER_CONNECT") else {
+    let Some(session) = support::child_session("ZK_HOLDER").await else {
         return;
     };
-    let ms: u64 = std::env::var("ZK_HOLDER_TIMEOUT_MS")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let session =
-        Session::connect(SessionOptions::new(connect).session_timeout(Duration::from_millis(ms)))
-            .await
-            .unwrap();
     let mutex = ZkMutex::new(&session, ROOT).unwrap();
     let guard = mutex.lock().await.unwrap();
     println!("HELD {}", guard.token());

@@ -94,6 +94,18 @@ pub fn spawn_self(name: &str, env: &[(&str, String)]) -> tokio::process::Child {
         .unwrap()
 }
 
+/// In a child's mode test: the session the parent asked for through `{prefix}_CONNECT` and
+/// `{prefix}_TIMEOUT_MS` (see [`spawn_self`]); `None` when not run as a child.
+pub async fn child_session(prefix: &str) -> Option<Session> {
+    let connect = std::env::var(format!("{prefix}_CONNECT")).ok()?;
+    let ms: u64 = std::env::var(format!("{prefix}_TIMEOUT_MS"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let options = SessionOptions::new(connect).session_timeout(Duration::from_millis(ms));
+    Some(Session::connect(options).await.unwrap())
+}
+
 /// The contender nodes under `path`: its children but the library's `~` anchor.
 pub async fn contenders(client: &zookeeper_client::Client, path: &str) -> Vec<String> {
     let children = client.list_children(path).await.expect("list children");
