@@ -94,7 +94,10 @@ async fn main() {
         run_worker(id, config, Arc::default(), elected_tx).await;
         return;
     }
-    std::process::exit(orchestrate(connect, workers).await);
+    let code = orchestrate(connect, workers).await;
+    // `exit` skips destructors: remove our ZooKeeper container first.
+    drop(zk);
+    std::process::exit(code);
 }
 
 async fn orchestrate(connect: String, workers: usize) -> i32 {
