@@ -1202,17 +1202,9 @@ struct CuratorRun {
     workloads: BTreeMap<String, Figures>,
 }
 
-/// The jars the peer needs, all from Debian's packages.
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-    "slf4j-nop",
-];
+/// The jars the Java peers need (in /usr/share/java, from Debian's packages): one list for
+/// the benchmark and the Rust/Curator interop test.
+const CURATOR_JARS: &str = include_str!("bench-peers/classpath.txt");
 
 /// Compiles (when needed) and runs `CuratorBench.java`.
 async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
@@ -1235,7 +1227,7 @@ async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
     }
     let jars = Path::new("/usr/share/java");
     let mut classpath = Vec::new();
-    for jar in CURATOR_JARS {
+    for jar in CURATOR_JARS.lines() {
         let path = jars.join(format!("{jar}.jar"));
         if !path.exists() {
             return skip(format!(

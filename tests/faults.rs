@@ -504,6 +504,37 @@ impl<'e> Bed<'e> {
         .await;
     }
 
+    /// One round of the single-member scenarios: a holder whose session reaches only one
+    /// follower (not the ensemble leader, alternating between the two), granted first; in
+    /// round 0, four waiters on the other members; then contention and a few writes. Returns
+    /// the isolated member, the holder's name and its grant.
+    async fn isolated_holder(
+        &mut self,
+        round: usize,
+        timeout: Duration,
+        policy: LossPolicy,
+    ) -> (usize, String, Grant) {
+        let leader = self.ensemble.leader().await.unwrap();
+        let member = (leader + 1 + round % 2) % 3;
+        let others: Vec<usize> = (0..3).filter(|i| *i != member).collect();
+        let (alone, rest) = (self.only(&[member]), self.only(&others));
+        let holder = format!("holder{round}");
+        self.contender(&holder, &alone, timeout, policy, 0, true)
+            .await;
+        self.wait("the holder's grant", 60, |e| grant_of(e, &holder).is_some())
+            .await;
+        let held = self.history.read(|e| grant_of(e, &holder)).unwrap();
+        if round == 0 {
+            for i in 0..4 {
+                self.contender(&format!("w{i}"), &rest, timeout, policy, i % 2, false)
+                    .await;
+            }
+        }
+        self.wait_contended(0, 3).await;
+        self.wait_writes(Instant::now(), 3, 60).await;
+        (member, holder, held)
+    }
+
     /// Waits until `lock`'s root has at least `n` contender nodes (a holder and waiters).
     async fn wait_contended(&self, lock: usize, n: usize) {
         let raw = self.raw().await;
@@ -807,24 +838,7 @@ async fn the_holders_follower_cut_off() {
     let mut healed_at = Instant::now();
     let mut stopped_first = 0;
     for round in 0..rounds() {
-        let leader = ensemble.leader().await.unwrap();
-        let follower = (leader + 1 + round % 2) % 3;
-        let others: Vec<usize> = (0..3).filter(|i| *i != follower).collect();
-        let (alone, rest) = (bed.only(&[follower]), bed.only(&others));
-        let holder = format!("holder{round}");
-        bed.contender(&holder, &alone, timeout, policy, 0, true)
-            .await;
-        bed.wait("the holder's grant", 60, |e| grant_of(e, &holder).is_some())
-            .await;
-        let held = bed.history.read(|e| grant_of(e, &holder)).unwrap();
-        if round == 0 {
-            for i in 0..4 {
-                bed.contender(&format!("w{i}"), &rest, timeout, policy, i % 2, false)
-                    .await;
-            }
-        }
-        bed.wait_contended(0, 3).await;
-        bed.wait_writes(Instant::now(), 3, 60).await;
+        let (follower, holder, held) = bed.isolated_holder(round, timeout, policy).await;
         let cut_at = Instant::now();
         ensemble.member(follower).disconnect().await.unwrap();
         // Healed once another contender has written under a newer token: the holder's
@@ -898,24 +912,7 @@ async fn the_holders_server_paused_past_the_session_timeout() {
     let mut healed_at = Instant::now();
     let mut pauses = Vec::new();
     for round in 0..rounds() {
-        let leader = ensemble.leader().await.unwrap();
-        let frozen = (leader + 1 + round % 2) % 3;
-        let others: Vec<usize> = (0..3).filter(|i| *i != frozen).collect();
-        let (alone, rest) = (bed.only(&[frozen]), bed.only(&others));
-        let holder = format!("holder{round}");
-        bed.contender(&holder, &alone, timeout, policy, 0, true)
-            .await;
-        bed.wait("the holder's grant", 60, |e| grant_of(e, &holder).is_some())
-            .await;
-        let held = bed.history.read(|e| grant_of(e, &holder)).unwrap();
-        if round == 0 {
-            for i in 0..4 {
-                bed.contender(&format!("w{i}"), &rest, timeout, policy, i % 2, false)
-                    .await;
-            }
-        }
-        bed.wait_contended(0, 3).await;
-        bed.wait_writes(Instant::now(), 3, 60).await;
+        let (frozen, holder, held) = bed.isolated_holder(round, timeout, policy).await;
         let paused_at = Instant::now();
         ensemble.member(frozen).pause().await.unwrap();
         bed.wait("a newer holder's write", 60, |e| {

@@ -31,23 +31,15 @@ const HOLD: Duration = Duration::from_millis(2);
 /// The anchor this library keeps under each root.
 const ANCHOR: &str = "~zk-recipes-anchor";
 
-/// The jars the Java worker needs, all from Debian's packages (as in examples/bench.rs).
-const CURATOR_JARS: &[&str] = &[
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-    "slf4j-nop",
-];
+/// The jars the Java peers need (in /usr/share/java, from Debian's packages): one list for
+/// the benchmark and the Rust/Curator interop test.
+const CURATOR_JARS: &str = include_str!("../examples/bench-peers/classpath.txt");
 
 /// Compiles `CuratorInterop.java` into `out`; the classpath to run it with, or why it cannot run.
 async fn compile_java(out: &Path) -> Result<String, String> {
     let jars = Path::new("/usr/share/java");
     let mut classpath = vec![out.display().to_string()];
-    for jar in CURATOR_JARS {
+    for jar in CURATOR_JARS.lines() {
         let path = jars.join(format!("{jar}.jar"));
         if !path.exists() {
             return Err(format!(
