@@ -9,7 +9,7 @@ use zookeeper_client as zk;
 
 use crate::error::{connection_lost, Error, Result};
 use crate::fence::{FencedWrite, FencingToken};
-use crate::queue::OwnedNode;
+use crate::queue::{delete_contender, OwnedNode};
 use crate::session::{Epoch, Session};
 
 /// Why a [`Grant`] stopped being held, as [`Grant::lost`] reports it.
@@ -53,6 +53,9 @@ pub struct Grant {
     czxid: i64,
     /// The session's suspension count when granted (see `LossPolicy::Suspension`).
     since: u64,
+    /// Known to be the first live node of its queue: released as a head release (see
+    /// `queue::delete_contender`).
+    head: bool,
     deleted: Arc<AtomicBool>,
     released: bool,
 }
@@ -69,7 +72,7 @@ impl fmt::Debug for Grant {
 }
 
 impl Grant {
-    pub(crate) fn new(node: OwnedNode, sequence: i64, czxid: i64) -> Grant {
+    pub(crate) fn new(node: OwnedNode, sequence: i64, czxid: i64, head: bool) -> Grant {
         debug_assert!(!node.is_armed());
         let token = FencingToken::from_sequence(sequence)
             .expect("wrapped sequences are refused before a grant");
@@ -80,6 +83,7 @@ impl Grant {
             token,
             czxid,
             since: node.epoch.register(&node.path),
+            head,
             deleted: Arc::new(AtomicBool::new(false)),
             released: false,
         }
@@ -205,7 +209,7 @@ impl Grant {
             let mut retried = false;
             loop {
                 let client = self.epoch.client()?;
-                match client.delete(&self.path, None).await {
+                match delete_contender(&client, &self.path, self.head).await {
                     Ok(()) => {
                         info!("released");
                         return Ok(());
@@ -238,8 +242,11 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         if !self.released {
-            self.session
-                .clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
+            self.session.clean_up(
+                self.epoch.clone(),
+                std::mem::take(&mut self.path),
+                self.head,
+            );
         }
     }
 }

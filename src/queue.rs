@@ -7,6 +7,16 @@
 //! it proceed, and nodes created later sort behind it, so a "hold" reached from the old listing
 //! minus the deleted node is true now (the second in line after the first goes holds without a
 //! read).
+//!
+//! **Head releases.** A contender that knows it is the head of the queue (nothing live ahead of
+//! it) releases with one transaction that changes its node's data and deletes it
+//! ([`delete_contender`]). Its watcher's exists-watch is a data watch, so it fires once, with
+//! `NodeDataChanged`, and that event says "the node you watch was the head and is gone": every
+//! node ahead of it is gone too, so the waiter decides on its listing minus all of them and
+//! (for every rule here) holds without a read, however far back it was when it listed. A plain
+//! `NodeDeleted` (a cancelled waiter, an expired session, a peer such as Curator) says nothing
+//! about the nodes ahead, and the waiter lists again. The protocol needs lock nodes' data never
+//! to change otherwise; nothing in this crate or in Curator's recipes changes it.
 
 use std::sync::{Arc, OnceLock};
 
@@ -171,15 +181,18 @@ impl Queue {
     ) -> Result<Option<Grant>> {
         let mut created = self.enqueue(epoch, rule.names[kind], data).await?;
         let children = std::mem::take(&mut created.children);
-        if self
+        match self
             .wait_turn(epoch, rule, &created.contender, children, wait)
             .await?
         {
-            info!(node = %created.node.path, sequence = created.contender.sequence, "granted");
-            Ok(Some(created.into_grant()))
-        } else {
-            debug!(node = %created.node.path, "not granted in time; withdrawing");
-            Ok(None)
+            Turn::Held { head } => {
+                info!(node = %created.node.path, sequence = created.contender.sequence, head, "granted");
+                Ok(Some(created.into_grant(head)))
+            }
+            Turn::TimedOut => {
+                debug!(node = %created.node.path, "not granted in time; withdrawing");
+                Ok(None)
+            }
         }
     }
 
@@ -285,12 +298,12 @@ impl Queue {
         rx.await.unwrap_or(Err(Error::SessionClosed))
     }
 
-    /// Waits until `rule` grants `ours`; `Ok(false)` when `wait` ran out first.
+    /// Waits until `rule` grants `ours`, or until `wait` runs out.
     ///
-    /// A waiter keeps no listing while it waits: the one thing the listing can still tell once
-    /// the watched node goes (whether `ours` then holds) is decided before waiting. So a waiter
-    /// costs the same memory however long the queue ahead of it (keeping the listings made
-    /// 1,000 waiters on one lock cost about 100 KiB each).
+    /// A waiter keeps no listing while it waits: the things the listing can still tell once
+    /// the watched node goes (whether `ours` then holds, and whether it is then the head) are
+    /// decided before waiting. So a waiter costs the same memory however long the queue ahead
+    /// of it (keeping the listings made 1,000 waiters on one lock cost about 100 KiB each).
     async fn wait_turn(
         &self,
         epoch: &Epoch,
@@ -298,7 +311,7 @@ impl Queue {
         ours: &Contender,
         mut children: Vec<String>,
         wait: Wait,
-    ) -> Result<bool> {
+    ) -> Result<Turn> {
         loop {
             let mut queue = live(sorted_contenders(
                 &std::mem::take(&mut children),
@@ -308,33 +321,32 @@ impl Queue {
                 // Our node is gone while we waited: the session ended, or someone deleted it.
                 return Err(self.gone(epoch, &ours.name));
             };
-            let watched = match (rule.decide)(&queue, at) {
-                Decision::Hold => return Ok(true),
-                Decision::Watch(i) => queue.remove(i),
+            let i = match (rule.decide)(&queue, at) {
+                Decision::Hold => return Ok(Turn::Held { head: at == 0 }),
+                Decision::Watch(i) => i,
             };
             if matches!(wait, Wait::No) {
-                return Ok(false);
+                return Ok(Turn::TimedOut);
             }
-            // Removing nodes ahead of us can only let us proceed, and nodes created later sort
-            // behind us: a "hold" decided on this listing minus the watched node is true once
-            // that node is gone.
-            let at = queue
-                .iter()
-                .position(|c| c.name == ours.name)
-                .expect("ours is still listed");
-            let holds_once_gone = (rule.decide)(&queue, at) == Decision::Hold;
+            let if_gone = after_gone(rule, &queue, at, i);
+            let if_released = after_head_release(rule, &queue, at, i);
+            let watched = queue.swap_remove(i);
             drop(queue);
-            match self.wait_gone(epoch, &watched, wait).await? {
-                WaitOutcome::TimedOut => return Ok(false),
-                WaitOutcome::Gone if holds_once_gone => return Ok(true),
-                WaitOutcome::Gone => {}
+            let turn = match self.wait_gone(epoch, &watched, wait).await? {
+                WaitOutcome::TimedOut => return Ok(Turn::TimedOut),
+                WaitOutcome::ReleasedAsHead => if_released,
+                WaitOutcome::Gone => if_gone,
+            };
+            if let Some(turn) = turn {
+                return Ok(turn);
             }
             debug!("listing again");
             children = self.list(epoch).await?;
         }
     }
 
-    /// Waits for `watched` to be deleted (or for the deadline).
+    /// Waits for `watched` to go (or for the deadline), telling a head release (see the
+    /// module docs) from any other deletion.
     async fn wait_gone(
         &self,
         epoch: &Epoch,
@@ -370,11 +382,12 @@ impl Queue {
                 };
                 debug!(event = ?event.event_type, "watch fired");
                 match (event.event_type, event.session_state) {
+                    (zk::EventType::NodeDataChanged, _) => return Ok(WaitOutcome::ReleasedAsHead),
                     (zk::EventType::NodeDeleted, _) => return Ok(WaitOutcome::Gone),
                     (zk::EventType::Session, state) if state.is_terminated() => {
                         return Err(Error::SessionExpired)
                     }
-                    // Data changed, or a session event we outlive: keep watching.
+                    // A session event we outlive: keep watching.
                     _ => continue,
                 }
             }
@@ -403,9 +416,62 @@ impl Queue {
     }
 }
 
+/// How a wait for the turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// Granted; `head`: known to be the first live node of the queue.
+    Held { head: bool },
+    /// The wait ran out (or there was to be none).
+    TimedOut,
+}
+
+/// How a wait for a watched node ended.
 enum WaitOutcome {
+    /// Deleted by a head release: every node ahead of it is gone too.
+    ReleasedAsHead,
+    /// Deleted some other way (cancelled, expired, a peer's release): nothing more is known.
     Gone,
     TimedOut,
+}
+
+/// The turn of `ours` (at index `at`) once the node at `watched` is gone, decided on what the
+/// listing already tells: removing nodes ahead of a contender can only let it proceed, and
+/// nodes created later sort behind it, so a hold decided on the listing minus that node is true
+/// once it is gone. `None`: the listing cannot tell; list again.
+fn after_gone(rule: Rule, queue: &[Contender], at: usize, watched: usize) -> Option<Turn> {
+    let mut rest = queue.to_vec();
+    rest.remove(watched);
+    let at = at - 1;
+    ((rule.decide)(&rest, at) == Decision::Hold).then_some(Turn::Held { head: at == 0 })
+}
+
+/// The same once the node at `watched` went in a head release: it and every node ahead of it
+/// are gone.
+fn after_head_release(rule: Rule, queue: &[Contender], at: usize, watched: usize) -> Option<Turn> {
+    let rest = &queue[watched + 1..];
+    let at = at - watched - 1;
+    ((rule.decide)(rest, at) == Decision::Hold).then_some(Turn::Held { head: at == 0 })
+}
+
+/// Deletes a contender node of ours. `head`: it is the first live node of its queue, and goes
+/// in one transaction with a data change, which its watcher reads as a head release (see the
+/// module docs). Only the node's owner may pass `head`, and only while that is true.
+pub(crate) async fn delete_contender(
+    client: &zk::Client,
+    path: &str,
+    head: bool,
+) -> std::result::Result<(), zk::Error> {
+    if !head {
+        return client.delete(path, None).await;
+    }
+    let mut writer = client.new_multi_writer();
+    writer.add_set_data(path, &[], None)?;
+    writer.add_delete(path, None)?;
+    match writer.commit().await {
+        Ok(_) => Ok(()),
+        Err(zk::MultiWriteError::RequestFailed { source })
+        | Err(zk::MultiWriteError::OperationFailed { source, .. }) => Err(source),
+    }
 }
 
 /// Nodes of a wrapped counter are refused by their creators (and deleted); they take no part.
@@ -463,7 +529,7 @@ impl Drop for OwnedNode {
         if self.armed {
             debug!(node = %self.path, "abandoned contender node; deleting in the background");
             self.session
-                .clean_up(self.epoch.clone(), std::mem::take(&mut self.path));
+                .clean_up(self.epoch.clone(), std::mem::take(&mut self.path), false);
         }
     }
 }
@@ -477,9 +543,15 @@ pub(crate) struct Created {
 }
 
 impl Created {
-    /// The node holds: hand it out.
-    pub fn into_grant(self) -> Grant {
-        Grant::new(self.node.disarm(), self.contender.sequence, self.czxid)
+    /// The node holds: hand it out. `head`: it is known to be the first live node of its
+    /// queue (see [`delete_contender`]).
+    pub fn into_grant(self, head: bool) -> Grant {
+        Grant::new(
+            self.node.disarm(),
+            self.contender.sequence,
+            self.czxid,
+            head,
+        )
     }
 }
 

@@ -222,7 +222,7 @@ impl ZkSemaphore {
             match granted? {
                 true => {
                     info!(node = %created.node.path, "lease granted");
-                    Ok(Some(created.into_grant()))
+                    Ok(Some(created.into_grant(false)))
                 }
                 false => Ok(None),
             }

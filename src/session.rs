@@ -31,6 +31,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
 use crate::error::{connection_lost, Error, Result};
+use crate::queue::delete_contender;
 
 /// When a granted lock or leadership counts as lost. See the [module docs](crate::session).
 ///
@@ -331,6 +332,8 @@ impl fmt::Debug for Epoch {
 pub(crate) struct Cleanup {
     pub epoch: Arc<Epoch>,
     pub path: String,
+    /// Whether the node is the head of its queue (see `queue::delete_contender`).
+    pub head: bool,
 }
 
 struct Inner {
@@ -522,9 +525,10 @@ impl Session {
 
     /// Queues a node for deletion in the background. Never blocks, never panics, needs no
     /// runtime on the calling thread.
-    pub(crate) fn clean_up(&self, epoch: Arc<Epoch>, path: String) {
+    /// `head`: the node is the first live one of its queue (see `queue::delete_contender`).
+    pub(crate) fn clean_up(&self, epoch: Arc<Epoch>, path: String, head: bool) {
         if !epoch.is_lost() {
-            let _ = self.inner.janitor.send(Cleanup { epoch, path });
+            let _ = self.inner.janitor.send(Cleanup { epoch, path, head });
         }
     }
 
@@ -666,7 +670,7 @@ async fn follow(
                     epoch.set(EpochState::Live);
                     for path in epoch.take_suspended_grants() {
                         info!(node = %path, "deleting a grant lost to the suspension");
-                        tokio::spawn(delete_node(epoch.clone(), path));
+                        tokio::spawn(delete_node(epoch.clone(), path, false));
                     }
                     state.send_replace(SessionState::Connected { session_id: id });
                 }
@@ -699,16 +703,17 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// Deletes abandoned contender nodes, each in its own task so one slow delete holds up none.
 async fn janitor(mut rx: mpsc::UnboundedReceiver<Cleanup>) {
     while let Some(job) = rx.recv().await {
-        tokio::spawn(delete_node(job.epoch, job.path));
+        tokio::spawn(delete_node(job.epoch, job.path, job.head));
     }
 }
 
 /// Deletes `path` on `epoch`'s session, retrying across disconnects; nothing to do once the
-/// session is over (the server deletes ephemeral nodes with it).
-pub(crate) async fn delete_node(epoch: Arc<Epoch>, path: String) -> Result<()> {
+/// session is over (the server deletes ephemeral nodes with it). `head` as for
+/// `queue::delete_contender`.
+pub(crate) async fn delete_node(epoch: Arc<Epoch>, path: String, head: bool) -> Result<()> {
     loop {
         let client = epoch.client()?;
-        match client.delete(&path, None).await {
+        match delete_contender(&client, &path, head).await {
             Ok(()) | Err(zk::Error::NoNode) => {
                 debug!(%path, "contender node deleted");
                 return Ok(());

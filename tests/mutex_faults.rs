@@ -89,6 +89,53 @@ async fn a_waiter_whose_session_expires_enqueues_again_and_leaves_nothing_behind
     wait_children(&raw, ROOT, 0).await;
 }
 
+/// A waiter may skip the listing only after a head release. A waiter ahead of it that is
+/// cancelled, or whose session expires, goes with a plain deletion: the one behind lists again
+/// and keeps waiting for the holder, who is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for_the_holder() {
+    let zk = Zk::start("plain-deletions").await;
+    let counter = events();
+    let raw = zk.raw().await;
+    let holder = zk.session().await;
+    let guard = std::sync::Arc::new(ZkMutex::new(&holder, ROOT).unwrap())
+        .lock_owned()
+        .await
+        .unwrap();
+    let first = zk.session().await;
+    let first_mutex = ZkMutex::new(&first, ROOT).unwrap();
+    let cancelled = tokio::spawn(async move { first_mutex.lock().await.map(|_| ()) });
+    wait_children(&raw, ROOT, 2).await;
+    let second = zk.session().await;
+    let second_waiting = tokio::spawn(lock_once(ZkMutex::new(&second, ROOT).unwrap()));
+    wait_children(&raw, ROOT, 3).await;
+    let third = zk.session().await;
+    let third_waiting = tokio::spawn(lock_once(ZkMutex::new(&third, ROOT).unwrap()));
+    wait_children(&raw, ROOT, 4).await;
+    let listed = counter.get("listing again");
+
+    cancelled.abort();
+    counter.wait_for("listing again", listed + 1).await;
+    let info = second.client().await.unwrap().session().clone();
+    expire_session(&zk.connect, &info).await.unwrap();
+    counter.wait_for("listing again", listed + 2).await;
+    // The second waiter enqueues again on its new session, behind the third.
+    wait_children(&raw, ROOT, 3).await;
+    let mut queue = contenders(&raw, ROOT).await;
+    queue.sort_by(|a, b| a[a.len() - 10..].cmp(&b[b.len() - 10..]));
+    assert!(guard.is_held());
+    assert!(guard.path().ends_with(&queue[0]), "{queue:?}");
+    assert!(!third_waiting.is_finished() && !second_waiting.is_finished());
+
+    let holder_token = guard.token();
+    guard.release().await.unwrap();
+    let (third_token, _) = within("third waiter", 20, third_waiting).await.unwrap();
+    let (second_token, second_session) = within("second waiter", 20, second_waiting).await.unwrap();
+    assert!(holder_token < third_token && third_token < second_token);
+    assert_eq!(Some(second_session), second.session_id());
+    wait_children(&raw, ROOT, 0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_process_killed_without_closing_is_replaced_within_the_session_timeout() {
     let zk = Zk::start("killed-holder").await;

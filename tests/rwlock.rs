@@ -142,3 +142,42 @@ async fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_i
         "the writer before the reader behind it"
     );
 }
+
+/// Only a contender known to be the head releases as one. The second of two readers is not
+/// (the first is ahead of it): when it goes first, the writer behind it lists again and waits
+/// for the first; the first one's release then lets the writer in without another listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_behind_two_readers_waits_for_both_whichever_goes_first() {
+    let zk = Zk::start("rw-head").await;
+    let counter = events();
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let lock = Arc::new(ZkRwLock::new(&session, ROOT).unwrap());
+    let first = lock.read().await.unwrap();
+    let second = lock.read().await.unwrap();
+    let listed = counter.get("listing again");
+    let writer = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            let guard = lock.write_owned().await.unwrap();
+            let token = guard.token();
+            guard.release().await.unwrap();
+            token
+        }
+    });
+    wait_children(&raw, ROOT, 3).await;
+    second.release().await.unwrap();
+    counter.wait_for("listing again", listed + 1).await;
+    assert!(first.is_held());
+    assert!(!writer.is_finished(), "the writer got in beside a reader");
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let writer_token = within("the writer", 20, writer).await.unwrap();
+    assert!(writer_token > first_token);
+    assert_eq!(
+        counter.get("listing again"),
+        listed + 1,
+        "a head release lets the writer in without listing"
+    );
+    wait_children(&raw, ROOT, 0).await;
+}
