@@ -48,7 +48,8 @@
 //! - [`Session`]: one ZooKeeper session at a time, its [`SessionState`] published, a new session
 //!   after expiry; the [`LossPolicy`] says when grants count as lost (see [`session`] for how to
 //!   react to connection loss).
-//! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), cancel-safe acquires,
+//! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), handoffs of one write
+//!   round trip (the next waiter holds without a read), cancel-safe acquires,
 //!   guards ([`Guard`], [`OwnedGuard`]) that dereference to a [`Grant`]: [`Grant::token`],
 //!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
 //!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.

@@ -24,7 +24,9 @@ const RULE: Rule = Rule {
 ///
 /// Each contender creates an ephemeral sequential node under the root; the smallest holds and
 /// every other watches only its immediate predecessor, so a release wakes exactly one waiter.
-/// A crashed holder's node goes with its session. Not reentrant: a second `lock()` from the
+/// The holder deletes its node together with a data change in one transaction, which tells the
+/// woken waiter that everything ahead of it is gone: it holds without reading anything, so a
+/// handoff costs one write round trip. A crashed holder's node goes with its session. Not reentrant: a second `lock()` from the
 /// same process queues behind the first like any other contender.
 ///
 /// # Example
