@@ -1,0 +1,101 @@
+//! The census: a tracing layer that logs the library's events and spans with their time, only
+//! while switched on.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tracing::span::{Attributes, Id};
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+use crate::measure::now_ns;
+
+/// Logs `zk_recipes` events (by message) and span creations (as `span:{name}`) with their
+/// time, plus the benchmark's own marks, only while switched on: when off, the library's
+/// callsites are disabled and cost next to nothing.
+#[derive(Clone, Default)]
+pub struct Census {
+    on: Arc<AtomicBool>,
+    log: Arc<Mutex<Vec<(u64, String)>>>,
+}
+
+impl Census {
+    /// Starts a fresh log.
+    pub fn start(&self) {
+        self.log.lock().unwrap().clear();
+        self.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops logging and returns the log.
+    pub fn stop(&self) -> Vec<(u64, String)> {
+        self.on.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    /// Logs one of the benchmark's own moments (e.g. `"release"`), when on.
+    pub fn mark(&self, label: &str) {
+        if self.on.load(Ordering::Relaxed) {
+            self.add(label.to_owned());
+        }
+    }
+
+    fn add(&self, key: String) {
+        let t = now_ns();
+        self.log.lock().unwrap().push((t, key));
+    }
+
+    /// Installs the census as the global subscriber (the only layer).
+    pub fn install(&self) {
+        let _ = tracing_subscriber::registry().with(self.clone()).try_init();
+    }
+}
+
+/// How many times each label occurs in a log.
+pub fn counts(log: &[(u64, String)]) -> HashMap<String, u64> {
+    let mut counts = HashMap::new();
+    for (_, label) in log {
+        *counts.entry(label.clone()).or_default() += 1;
+    }
+    counts
+}
+
+/// Takes the `message` field of an event.
+struct MessageVisitor(Option<String>);
+
+impl tracing::field::Visit for MessageVisitor {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Census {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if meta.target().starts_with("zk_recipes") {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        self.on.load(Ordering::Relaxed) && meta.target().starts_with("zk_recipes")
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+        self.add(format!("span:{}", attrs.metadata().name()));
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut visitor = MessageVisitor(None);
+        event.record(&mut visitor);
+        if let Some(message) = visitor.0 {
+            self.add(message);
+        }
+    }
+}

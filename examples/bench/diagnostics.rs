@@ -1,0 +1,246 @@
+//! What the census shows of `ZkMutex`: requests per grant, and where an uncontended acquire's
+//! and a handoff's time goes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::args::Args;
+use crate::census::{counts, Census};
+use crate::json::Json;
+use crate::locks::Lib;
+use crate::measure::Latency;
+use crate::throughput::run_locks;
+use crate::CONTENDERS;
+
+/// Where the time of a `ZkMutex` handoff goes, from a census log of one lock (medians, µs).
+#[derive(Clone, Debug, Default)]
+pub struct Breakdown {
+    /// Handoffs with a wake-up.
+    pub handoffs: usize,
+    /// From the holder calling release to the next waiter's watch event.
+    pub release_to_event: Option<f64>,
+    /// From the watch event to the waiter asking for the children again.
+    pub event_to_relist: Option<f64>,
+    /// From asking for the children again to the grant (a read round trip and the decision).
+    pub relist_to_grant: Option<f64>,
+    /// From the watch event to the grant, for handoffs without a re-list.
+    pub event_to_grant_direct: Option<f64>,
+    /// From the holder calling release to the next grant.
+    pub total: Option<f64>,
+    /// Its 99th percentile.
+    pub total_p99: Option<f64>,
+    /// The holder's delete round trip (release called to `"released"`).
+    pub delete_rtt: Option<f64>,
+}
+
+/// Splits each handoff of a one-lock census log at the waiter's watch event and re-list.
+/// A handoff starts at the `"release"` mark (or, without one, the previous grant).
+pub fn breakdown(log: &[(u64, String)]) -> Breakdown {
+    let (mut to_event, mut to_relist, mut relist_to_grant, mut direct, mut total, mut delete) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut last_grant, mut release, mut last_release) = (None::<u64>, None::<u64>, None::<u64>);
+    let (mut watch, mut relist) = (None::<u64>, None::<u64>);
+    for (t, label) in log {
+        let t = *t;
+        match label.as_str() {
+            "release" => {
+                release.get_or_insert(t);
+                last_release = Some(t);
+            }
+            "released" => {
+                if let Some(r) = last_release.take() {
+                    delete.push(t.saturating_sub(r));
+                }
+            }
+            "watch fired" => {
+                watch.get_or_insert(t);
+            }
+            "listing again" => relist = Some(t),
+            "granted" => {
+                if let (Some(start), Some(w)) = (release.or(last_grant), watch) {
+                    to_event.push(w.saturating_sub(start));
+                    total.push(t.saturating_sub(start));
+                    match relist {
+                        Some(r) if r >= w => {
+                            to_relist.push(r - w);
+                            relist_to_grant.push(t.saturating_sub(r));
+                        }
+                        _ => direct.push(t.saturating_sub(w)),
+                    }
+                }
+                last_grant = Some(t);
+                (release, watch, relist) = (None, None, None);
+            }
+            _ => {}
+        }
+    }
+    Breakdown {
+        handoffs: total.len(),
+        release_to_event: Latency::of(to_event).p50,
+        event_to_relist: Latency::of(to_relist).p50,
+        relist_to_grant: Latency::of(relist_to_grant).p50,
+        event_to_grant_direct: Latency::of(direct).p50,
+        total: Latency::of(total.clone()).p50,
+        total_p99: Latency::of(total).p99,
+        delete_rtt: Latency::of(delete).p50,
+    }
+}
+
+/// Requests per grant of `ZkMutex` with 8 contenders, from its spans and events.
+#[derive(Clone, Debug, Default)]
+pub struct RoundTrips {
+    pub grants: u64,
+    /// `create` + `getChildren`, pipelined: one round trip.
+    pub enqueues: f64,
+    /// `exists` + watch on the predecessor.
+    pub watches: f64,
+    /// Watch events received.
+    pub wakeups: f64,
+    /// `getChildren` after a wake-up (the waiter could not decide from what it knew).
+    pub relists: f64,
+    /// Where the handoffs' time goes.
+    pub breakdown: Breakdown,
+    /// Where an uncontended acquire's time goes.
+    pub uncontended: AcquireBreakdown,
+}
+
+/// Where the time of an uncontended `ZkMutex::lock` goes (medians, µs).
+#[derive(Clone, Debug, Default)]
+pub struct AcquireBreakdown {
+    pub acquires: usize,
+    /// From calling `lock` to `"enqueued"` (create and list answered, back in the caller).
+    pub to_enqueued: Option<f64>,
+    /// From `"enqueued"` to `"granted"` (deciding on the listing).
+    pub enqueued_to_granted: Option<f64>,
+    /// From `"granted"` to `lock` returning (building the guard).
+    pub granted_to_return: Option<f64>,
+    /// The whole `lock` call.
+    pub total: Option<f64>,
+}
+
+/// Splits each uncontended acquire of a census log at the library's events.
+fn acquire_breakdown(log: &[(u64, String)]) -> AcquireBreakdown {
+    let (mut a, mut b, mut c, mut total) = (vec![], vec![], vec![], vec![]);
+    let (mut asked, mut enqueued, mut granted) = (None::<u64>, None::<u64>, None::<u64>);
+    for (t, label) in log {
+        match label.as_str() {
+            "acquire" => (asked, enqueued, granted) = (Some(*t), None, None),
+            "enqueued" => enqueued = Some(*t),
+            "granted" => granted = Some(*t),
+            "acquired" => {
+                if let (Some(s), Some(e), Some(g)) = (asked, enqueued, granted) {
+                    a.push(e.saturating_sub(s));
+                    b.push(g.saturating_sub(e));
+                    c.push(t.saturating_sub(g));
+                    total.push(t.saturating_sub(s));
+                }
+                asked = None;
+            }
+            _ => {}
+        }
+    }
+    AcquireBreakdown {
+        acquires: total.len(),
+        to_enqueued: Latency::of(a).p50,
+        enqueued_to_granted: Latency::of(b).p50,
+        granted_to_return: Latency::of(c).p50,
+        total: Latency::of(total).p50,
+    }
+}
+
+/// Runs 8 contenders for a second with the census on.
+pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Args) -> RoundTrips {
+    let short = Args {
+        warmup: Duration::from_millis(300),
+        measure: Duration::from_secs(1),
+        ..args.clone()
+    };
+    census.start();
+    run_locks(
+        Lib::Ours,
+        connect,
+        &format!("{dir}/one"),
+        (1, 1),
+        &short,
+        Some(census),
+    )
+    .await;
+    let solo = census.stop();
+    census.start();
+    run_locks(
+        Lib::Ours,
+        connect,
+        &format!("{dir}/eight"),
+        (1, CONTENDERS),
+        &short,
+        Some(census),
+    )
+    .await;
+    let log = census.stop();
+    let counts = counts(&log);
+    let grants = counts.get("granted").copied().unwrap_or(0);
+    let per = |k: &str| counts.get(k).copied().unwrap_or(0) as f64 / grants.max(1) as f64;
+    RoundTrips {
+        breakdown: breakdown(&log),
+        uncontended: acquire_breakdown(&solo),
+        grants,
+        enqueues: per("enqueued"),
+        watches: per("span:wait"),
+        wakeups: per("watch fired"),
+        relists: per("listing again"),
+    }
+}
+
+/// The breakdown as flat fields named `handoff_breakdown.*` (µs).
+fn breakdown_fields(b: &Breakdown) -> Vec<(&'static str, Json)> {
+    vec![
+        ("handoff_breakdown.handoffs", Json::Num(b.handoffs as f64)),
+        (
+            "handoff_breakdown.release_to_event_us",
+            Json::opt(b.release_to_event),
+        ),
+        (
+            "handoff_breakdown.event_to_relist_us",
+            Json::opt(b.event_to_relist),
+        ),
+        (
+            "handoff_breakdown.relist_to_grant_us",
+            Json::opt(b.relist_to_grant),
+        ),
+        (
+            "handoff_breakdown.event_to_grant_direct_us",
+            Json::opt(b.event_to_grant_direct),
+        ),
+        ("handoff_breakdown.total_us", Json::opt(b.total)),
+        ("handoff_breakdown.total_p99_us", Json::opt(b.total_p99)),
+        ("handoff_breakdown.delete_rtt_us", Json::opt(b.delete_rtt)),
+    ]
+}
+
+/// The breakdown as a nested object (fields without the prefix).
+pub fn breakdown_json(b: &Breakdown) -> Json {
+    Json::Obj(
+        breakdown_fields(b)
+            .into_iter()
+            .map(|(k, v)| (k.trim_start_matches("handoff_breakdown.").to_owned(), v))
+            .collect(),
+    )
+}
+
+/// The breakdown back from [`breakdown_fields`].
+pub fn breakdown_from(map: &BTreeMap<String, Json>) -> Breakdown {
+    let num = |k: &str| {
+        map.get(&format!("handoff_breakdown.{k}"))
+            .and_then(Json::as_f64)
+    };
+    Breakdown {
+        handoffs: num("handoffs").unwrap_or(0.0) as usize,
+        release_to_event: num("release_to_event_us"),
+        event_to_relist: num("event_to_relist_us"),
+        relist_to_grant: num("relist_to_grant_us"),
+        event_to_grant_direct: num("event_to_grant_direct_us"),
+        total: num("total_us"),
+        total_p99: num("total_p99_us"),
+        delete_rtt: num("delete_rtt_us"),
+    }
+}

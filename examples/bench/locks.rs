@@ -1,0 +1,124 @@
+//! The Rust locks under test behind one interface: `ZkMutex` and zookeeper-client's
+//! `Client::lock`.
+
+use std::sync::Arc;
+
+use zk_recipes::{OwnedZkMutexGuard, Session, SessionOptions, ZkMutex};
+use zookeeper_client as zkc;
+
+/// A Rust lock implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lib {
+    /// zk-recipes' `ZkMutex`.
+    Ours,
+    /// zookeeper-client's `Client::lock` with `LockPrefix::new_curator`.
+    ClientLock,
+}
+
+impl Lib {
+    pub fn key(self) -> &'static str {
+        match self {
+            Lib::Ours => "zk-recipes",
+            Lib::ClientLock => "client-lock",
+        }
+    }
+}
+
+/// One ZooKeeper session of a library.
+#[derive(Clone)]
+pub enum Conn {
+    Ours(Session),
+    ClientLock(zkc::Client),
+}
+
+impl Conn {
+    pub async fn open(lib: Lib, connect: &str) -> Result<Conn, String> {
+        match lib {
+            Lib::Ours => Session::connect(SessionOptions::new(connect))
+                .await
+                .map(Conn::Ours)
+                .map_err(|e| format!("zk-recipes session: {e}")),
+            Lib::ClientLock => zkc::Client::connect(connect)
+                .await
+                .map(Conn::ClientLock)
+                .map_err(|e| format!("zookeeper-client session: {e}")),
+        }
+    }
+
+    pub async fn close(self) {
+        match self {
+            Conn::Ours(session) => session.close().await,
+            Conn::ClientLock(client) => drop(client),
+        }
+    }
+
+    /// A contender on `path` over this session.
+    pub fn locker(&self, path: &str) -> Locker {
+        match self {
+            Conn::Ours(session) => Locker::Ours(Arc::new(
+                ZkMutex::new(session, path).expect("a valid lock path"),
+            )),
+            Conn::ClientLock(client) => Locker::ClientLock {
+                client: client.clone(),
+                dir: path.to_owned(),
+            },
+        }
+    }
+}
+
+/// One contender on one lock.
+pub enum Locker {
+    Ours(Arc<ZkMutex>),
+    ClientLock { client: zkc::Client, dir: String },
+}
+
+/// A held lock.
+pub enum Held {
+    Ours(OwnedZkMutexGuard),
+    ClientLock { client: zkc::Client, path: String },
+}
+
+impl Locker {
+    /// Waits for the lock.
+    pub async fn acquire(&self) -> Result<Held, String> {
+        match self {
+            Locker::Ours(mutex) => mutex
+                .clone()
+                .lock_owned()
+                .await
+                .map(Held::Ours)
+                .map_err(|e| format!("ZkMutex::lock: {e}")),
+            Locker::ClientLock { client, dir } => {
+                let prefix = zkc::LockPrefix::new_curator(dir, "lock-")
+                    .map_err(|e| format!("LockPrefix: {e}"))?;
+                let options = zkc::LockOptions::new(zkc::Acls::anyone_all());
+                let lock = client
+                    .lock(prefix, b"", options)
+                    .await
+                    .map_err(|e| format!("Client::lock: {e}"))?;
+                let path = lock.lock_path().to_owned();
+                // Its Drop would delete in the background without waiting for the reply; we
+                // delete explicitly (and wait), like the other two. Forgetting it leaks only
+                // its copy of the path.
+                std::mem::forget(lock);
+                Ok(Held::ClientLock {
+                    client: client.clone(),
+                    path,
+                })
+            }
+        }
+    }
+}
+
+impl Held {
+    /// Releases: deletes the node and waits for the reply.
+    pub async fn release(self) -> Result<(), String> {
+        match self {
+            Held::Ours(guard) => guard.release().await.map_err(|e| format!("release: {e}")),
+            Held::ClientLock { client, path } => client
+                .delete(&path, None)
+                .await
+                .map_err(|e| format!("delete {path}: {e}")),
+        }
+    }
+}

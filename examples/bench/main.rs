@@ -1,0 +1,258 @@
+//! Benchmarks of `ZkMutex` against its peers on one ZooKeeper server (issue #7).
+//!
+//! ```text
+//! examples/bench-peers/run.sh                       # installs Curator if missing, then runs:
+//! cargo run --release --example bench -- --json bench.json
+//! ZK_CONNECT=127.0.0.1:2181 cargo run --release --example bench    # an existing server
+//! cargo run --release --example bench -- --measure 10 --warmup 2 --waiters 5000   # longer
+//! ```
+//!
+//! Flags: `--json PATH` (also write the JSON there), `--measure SECS` (measurement window of
+//! each throughput workload, default 5), `--warmup SECS` (default 1), `--waiters N` (default
+//! 1000), `--no-java` (skip Curator), `--only LIBS` (a comma-separated subset of `zk-recipes`,
+//! `client-lock`, `curator`), `--workloads LIST` (a subset of `uncontended`, `contended8`,
+//! `locks64x4`, `waiters`). `BENCH_MEASURE_SECS` / `BENCH_WARMUP_SECS` do the same as the
+//! flags.
+//!
+//! What runs, in one process against one server (a fresh ZooKeeper 3.8 container from
+//! `zk-testcontainers`, or `ZK_CONNECT`), about a minute and a half by default:
+//!
+//! - **server floor**, with the raw `zookeeper_client::Client`, one request at a time, before
+//!   and after the lock workloads (pooled): `set_data` (one write round trip: the yardstick of
+//!   the targets), `get_children` (one read), ephemeral sequential `create` + `delete` (the two
+//!   writes of every lock cycle), and `create` and `get_children` pipelined in both orders (what
+//!   a one-round-trip acquire can at best cost);
+//! - for `zk-recipes`' `ZkMutex`, zookeeper-client's own `Client::lock` (Curator-style prefix)
+//!   and, where Java and Debian's Curator are installed, Curator's `InterProcessMutex` (our Java
+//!   harness `examples/bench-peers/CuratorBench.java`, compiled with `javac` and run as a
+//!   subprocess that prints JSON):
+//!   - uncontended acquire + release on one session: cycles/s, acquire latency p50/p99;
+//!   - 8 contenders on one lock, each on its own session: cycles/s, acquire latency p50/p99,
+//!     handoff latency (from the holder calling release to the next holder's grant, both
+//!     timestamps taken in this process);
+//!   - 64 locks x 4 contenders (4 sessions, each contending on all 64 locks): cycles/s;
+//!   - client CPU per 1,000 cycles (`/proc/self/stat` around the measurement window; for the
+//!     Java peer, the JVM's process CPU time, JIT and GC included);
+//! - 1,000 waiters on one lock, on one session, in a fresh child process each (so one
+//!   workload's freed memory does not flatter the next): RSS delta per waiter
+//!   (`/proc/self/status`) once ZooKeeper reports every waiter's watch (`wchs`), and for
+//!   `ZkMutex` the wake-ups per release, counted from the library's `"watch fired"` debug events
+//!   while the queue drains, and the drain rate;
+//! - a census of `ZkMutex`'s requests per grant and where an uncontended acquire's and a
+//!   handoff's time goes, from the library's tracing events with timestamps (a separate short
+//!   run, so that the measured runs pay nothing for tracing).
+//!
+//! Fairness: the server churns unmeasured with both Rust libraries first (a fresh server is
+//! slower for its first seconds); workload by workload, the two Rust libraries take turns going
+//! first; the JVM churns unmeasured for 2 s before its first workload (JIT). Every workload
+//! releases with a delete whose reply is awaited (`ZkMutexGuard::release`, an explicit `delete`
+//! for `Client::lock`, whose guard otherwise deletes in the background on drop, and Curator's
+//! `release()`), holds for no time, and checks that no two holders overlap.
+//!
+//! Linux only (`/proc`). Each workload opens its own sessions. The targets of issue #7 are
+//! judged at the end of the table, as ratios from this one run.
+
+mod args;
+mod census;
+mod curator;
+mod diagnostics;
+mod floor;
+mod json;
+mod locks;
+mod machine;
+mod measure;
+mod report;
+mod throughput;
+mod waiters;
+mod zk;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use zk_testcontainers::{ServerOptions, ZkServer};
+use zookeeper_client as zkc;
+
+use args::{usage, Args};
+use census::Census;
+use curator::run_curator;
+use diagnostics::census_rounds;
+use floor::measure_floor;
+use locks::Lib;
+use machine::{cpu_model, load_average, utc_now};
+use measure::now_ns;
+use report::{LibRun, Report};
+use throughput::run_locks;
+use waiters::{child_waiters, run_waiters};
+use zk::{delete_tree, four_letter, mkdir};
+
+/// The server's JVM options (`ZK_JAVA_OPTS` of the image; `BENCH_ZK_JAVA_OPTS` overrides): the
+/// image's default stops the JIT at C1 and keeps the heap small for fast test start-up, which
+/// is not how a production server runs.
+const SERVER_JAVA_OPTS: &str = "-Xms256m -Xmx512m -XX:+UseSerialGC";
+
+/// Contenders on the single contended lock.
+const CONTENDERS: usize = 8;
+/// Locks and contenders per lock of the many-locks workload.
+const GRID: (usize, usize) = (64, 4);
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let census = Census::default();
+    census.install();
+    if let Some(lib) = args.child {
+        let connect = args.connect.clone().unwrap_or_else(|| usage("--connect"));
+        let path = args.path.clone().unwrap_or_else(|| usage("--path"));
+        child_waiters(lib, &connect, &path, args.waiters, &census).await;
+        return;
+    }
+    let load_start = load_average();
+    let date = utc_now();
+
+    let external = std::env::var("ZK_CONNECT")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty());
+    let java_opts =
+        std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
+    let (server, connect) = match external {
+        Some(connect) => (None, connect),
+        None => {
+            eprintln!("bench: starting ZooKeeper in Docker (zk-testcontainers), JVM {java_opts}");
+            let options = ServerOptions::default().with_env("ZK_JAVA_OPTS", &java_opts);
+            match ZkServer::start_with(options).await {
+                Ok(server) => {
+                    let connect = server.connect_string();
+                    (Some(server), connect)
+                }
+                Err(e) => {
+                    eprintln!("bench: no ZooKeeper: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    };
+    let srvr = four_letter(&connect, "srvr").await.unwrap_or_default();
+    let version = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version:"))
+        .map(|v| v.split([',', '-']).next().unwrap_or(v).trim().to_owned())
+        .unwrap_or_else(|| "3.8 (version not reported)".into());
+    let mode = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode:"))
+        .map(|m| m.trim().to_owned())
+        .unwrap_or_else(|| "?".into());
+    let zookeeper = match &server {
+        Some(_) => format!("{version} ({mode}, Docker, JVM {java_opts})"),
+        None => format!("{version} ({mode}, ZK_CONNECT)"),
+    };
+    eprintln!("bench: ZooKeeper {zookeeper} at {connect}");
+
+    let root = format!(
+        "/zk-recipes-bench/run-{}-{}",
+        std::process::id(),
+        now_ns()
+            ^ SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0)
+    );
+    if let Err(e) = mkdir(&connect, &root).await {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+
+    let floor_secs = Duration::from_secs_f64((args.measure.as_secs_f64() / 3.0).max(0.5));
+    eprintln!("bench: server floor...");
+    let mut floor = match measure_floor(&connect, &root, floor_secs).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("bench: floor: {e}");
+            std::process::exit(1);
+        }
+    };
+
+    let libs: Vec<Lib> = [Lib::Ours, Lib::ClientLock]
+        .into_iter()
+        .filter(|lib| args.runs(lib.key()))
+        .collect();
+    // A freshly started server is slower for its first seconds (JIT, caches): churn a little
+    // with every library first, so that the one measured first does not pay for it.
+    let warm = Args {
+        warmup: Duration::from_millis(200),
+        measure: Duration::from_secs(1),
+        ..args.clone()
+    };
+    eprintln!("bench: warming the server up...");
+    for &lib in &libs {
+        let dir = format!("{root}/warm-up/{}", lib.key());
+        run_locks(lib, &connect, &dir, (1, CONTENDERS), &warm, None).await;
+    }
+    let mut rust: BTreeMap<&'static str, LibRun> = BTreeMap::new();
+    // Workload by workload, the libraries take turns going first (drift hurts neither).
+    for (i, workload) in ["uncontended", "contended8", "locks64x4", "waiters"]
+        .into_iter()
+        .enumerate()
+    {
+        if !args.runs_workload(workload) {
+            continue;
+        }
+        let mut order = libs.clone();
+        if i % 2 == 1 {
+            order.reverse();
+        }
+        for lib in order {
+            let dir = format!("{root}/{}/{workload}", lib.key());
+            eprintln!("bench: {}: {workload}...", lib.key());
+            let run = rust.entry(lib.key()).or_default();
+            match workload {
+                "uncontended" => {
+                    run.uncontended = run_locks(lib, &connect, &dir, (1, 1), &args, None).await
+                }
+                "contended8" => {
+                    run.contended =
+                        run_locks(lib, &connect, &dir, (1, CONTENDERS), &args, None).await
+                }
+                "locks64x4" => run.grid = run_locks(lib, &connect, &dir, GRID, &args, None).await,
+                _ => run.waiters = run_waiters(lib, &connect, &dir, args.waiters).await,
+            }
+        }
+    }
+    eprintln!("bench: ZkMutex round-trip census...");
+    let round_trips = census_rounds(&connect, &format!("{root}/census"), &census, &args).await;
+
+    eprintln!("bench: Curator (Java)...");
+    let curator = run_curator(&connect, &format!("{root}/curator"), &args).await;
+
+    eprintln!("bench: server floor again...");
+    match measure_floor(&connect, &root, floor_secs).await {
+        Ok(f) => floor.merge(f),
+        Err(e) => eprintln!("bench: second floor: {e}"),
+    }
+
+    let report = Report {
+        date,
+        machine: cpu_model(),
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        zookeeper,
+        load_start,
+        load_end: load_average(),
+        args: args.clone(),
+        floor,
+        rust,
+        round_trips,
+        curator,
+    };
+    println!("{}", report.table());
+    let json = report.json().render();
+    println!("{json}");
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
+            eprintln!("bench: cannot write {}: {e}", path.display());
+        }
+    }
+    if let Ok(client) = zkc::Client::connect(&connect).await {
+        delete_tree(&client, &root).await;
+    }
+}

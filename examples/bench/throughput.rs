@@ -1,0 +1,219 @@
+//! The throughput workloads: contenders acquiring and releasing over a measurement window.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crate::args::Args;
+use crate::census::Census;
+use crate::json::{obj, Json};
+use crate::locks::{Conn, Lib, Locker};
+use crate::measure::{cpu_time, latency_json, now_ns, Latency};
+use crate::zk::mkdir;
+
+/// What a throughput workload measured.
+#[derive(Clone, Debug, Default)]
+pub struct Figures {
+    pub cycles: u64,
+    pub seconds: f64,
+    pub acquire: Latency,
+    pub handoff: Latency,
+    pub cpu_ms: f64,
+    pub violations: u64,
+    pub error: Option<String>,
+}
+
+impl Figures {
+    pub fn cycles_per_s(&self) -> Option<f64> {
+        (self.seconds > 0.0 && self.error.is_none()).then(|| self.cycles as f64 / self.seconds)
+    }
+
+    pub fn cpu_ms_per_1000(&self) -> Option<f64> {
+        (self.cycles > 0 && self.error.is_none()).then(|| self.cpu_ms * 1000.0 / self.cycles as f64)
+    }
+}
+
+pub fn figures_json(f: &Figures) -> Json {
+    obj(vec![
+        ("cycles", Json::Num(f.cycles as f64)),
+        ("seconds", Json::Num(f.seconds)),
+        ("cycles_per_s", Json::opt(f.cycles_per_s())),
+        ("acquire", latency_json(&f.acquire)),
+        ("handoff", latency_json(&f.handoff)),
+        ("cpu_ms", Json::Num(f.cpu_ms)),
+        ("cpu_ms_per_1000_cycles", Json::opt(f.cpu_ms_per_1000())),
+        ("overlapping_holders", Json::Num(f.violations as f64)),
+        ("error", f.error.clone().map_or(Json::Null, Json::Str)),
+    ])
+}
+
+/// Shared by the contenders of one lock: who holds (to catch overlaps) and when the last
+/// holder called release.
+#[derive(Default)]
+struct LockState {
+    held: AtomicBool,
+    released_at: AtomicU64,
+}
+
+/// The measurement window, set by the driver after the warm-up.
+#[derive(Default)]
+struct Window {
+    bounds: OnceLock<(u64, u64)>,
+    stop: AtomicBool,
+}
+
+impl Window {
+    fn contains(&self, t: u64) -> Option<bool> {
+        self.bounds.get().map(|&(s, e)| t >= s && t < e)
+    }
+
+    fn start(&self) -> Option<u64> {
+        self.bounds.get().map(|&(s, _)| s)
+    }
+}
+
+/// What one contender task saw.
+#[derive(Default)]
+struct Tally {
+    acquire: Vec<u64>,
+    handoff: Vec<u64>,
+    cycles: u64,
+    violations: u64,
+    error: Option<String>,
+}
+
+/// One contender: acquire, note the times, release, until the window closes. With a census,
+/// marks the moment it calls release.
+async fn contend(
+    locker: Locker,
+    lock: Arc<LockState>,
+    window: Arc<Window>,
+    census: Option<Census>,
+) -> Tally {
+    let mut tally = Tally::default();
+    let mark = |label: &str| {
+        if let Some(census) = &census {
+            census.mark(label);
+        }
+    };
+    while !window.stop.load(Ordering::Relaxed) {
+        mark("acquire");
+        let asked = now_ns();
+        let held = match locker.acquire().await {
+            Ok(held) => held,
+            Err(e) => {
+                tally.error = Some(e);
+                break;
+            }
+        };
+        let granted = now_ns();
+        mark("acquired");
+        if lock.held.swap(true, Ordering::SeqCst) {
+            tally.violations += 1;
+        }
+        let released = lock.released_at.swap(0, Ordering::SeqCst);
+        if window.contains(granted) == Some(true) {
+            let start = window.start().unwrap_or(u64::MAX);
+            tally.cycles += 1;
+            if asked >= start {
+                tally.acquire.push(granted - asked);
+            }
+            if released != 0 && released >= start {
+                tally.handoff.push(granted - released);
+            }
+        }
+        lock.held.store(false, Ordering::SeqCst);
+        lock.released_at.store(now_ns(), Ordering::SeqCst);
+        mark("release");
+        if let Err(e) = held.release().await {
+            tally.error = Some(e);
+            break;
+        }
+    }
+    tally
+}
+
+/// `locks` locks under `dir`, `per_lock` contenders on each; contender `i` of every lock uses
+/// session `i`. With a census, the contenders mark their releases in it.
+pub async fn run_locks(
+    lib: Lib,
+    connect: &str,
+    dir: &str,
+    (locks, per_lock): (usize, usize),
+    args: &Args,
+    census: Option<&Census>,
+) -> Figures {
+    let mut conns = Vec::new();
+    for _ in 0..per_lock {
+        match Conn::open(lib, connect).await {
+            Ok(conn) => conns.push(conn),
+            Err(error) => {
+                return Figures {
+                    error: Some(error),
+                    ..Figures::default()
+                }
+            }
+        }
+    }
+    let window = Arc::new(Window::default());
+    let mut tasks = Vec::new();
+    for l in 0..locks {
+        let path = format!("{dir}/lock-{l}");
+        if lib == Lib::ClientLock {
+            // Client::lock needs its directory (zk-recipes creates its own).
+            if let Err(e) = mkdir(connect, &path).await {
+                return Figures {
+                    error: Some(e),
+                    ..Figures::default()
+                };
+            }
+        }
+        let state = Arc::new(LockState::default());
+        for conn in &conns {
+            tasks.push(tokio::spawn(contend(
+                conn.locker(&path),
+                state.clone(),
+                window.clone(),
+                census.cloned(),
+            )));
+        }
+    }
+    tokio::time::sleep(args.warmup).await;
+    let cpu0 = cpu_time();
+    let start = now_ns();
+    let end = start + args.measure.as_nanos() as u64;
+    let _ = window.bounds.set((start, end));
+    tokio::time::sleep(args.measure).await;
+    let cpu1 = cpu_time();
+    window.stop.store(true, Ordering::SeqCst);
+    let mut figures = Figures {
+        seconds: args.measure.as_secs_f64(),
+        cpu_ms: (cpu1 - cpu0).as_secs_f64() * 1000.0,
+        ..Figures::default()
+    };
+    let (mut acquire, mut handoff) = (Vec::new(), Vec::new());
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(60), task).await {
+            Ok(Ok(tally)) => {
+                figures.cycles += tally.cycles;
+                figures.violations += tally.violations;
+                acquire.extend(tally.acquire);
+                handoff.extend(tally.handoff);
+                if figures.error.is_none() {
+                    figures.error = tally.error;
+                }
+            }
+            Ok(Err(e)) => figures.error = Some(format!("contender task: {e}")),
+            Err(_) => figures.error = Some("a contender did not finish within 60 s".into()),
+        }
+    }
+    figures.acquire = Latency::of(acquire);
+    // With one contender a lock has no handoffs (its next grant is its own).
+    if per_lock > 1 {
+        figures.handoff = Latency::of(handoff);
+    }
+    for conn in conns {
+        conn.close().await;
+    }
+    figures
+}

@@ -1,0 +1,224 @@
+//! The waiters workload: many waiters on one lock in a child process, for memory per waiter,
+//! wake-ups per release and the drain rate.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zookeeper_client as zkc;
+
+use crate::census::{counts, Census};
+use crate::diagnostics::{breakdown, breakdown_from, breakdown_json, Breakdown};
+use crate::json::{obj, parse_flat_json, Json};
+use crate::locks::{Conn, Lib};
+use crate::measure::rss_kib;
+use crate::zk::{mkdir, total_watches};
+
+/// What the waiters workload measured (in a child process).
+#[derive(Clone, Debug, Default)]
+pub struct WaiterFigures {
+    pub waiters: usize,
+    pub rss_before_kib: u64,
+    pub rss_waiting_kib: u64,
+    pub kib_per_waiter: Option<f64>,
+    /// `"watch fired"` events per release that had a waiter (ZkMutex only).
+    pub wakeups_per_release: Option<f64>,
+    /// Extra listings (`"listing again"`) per handoff (ZkMutex only).
+    pub relists_per_handoff: Option<f64>,
+    pub enqueue_s: f64,
+    pub drain_handoffs_per_s: Option<f64>,
+    /// Where the drain's handoffs spend their time (ZkMutex only).
+    pub breakdown: Option<Breakdown>,
+    pub error: Option<String>,
+}
+
+/// Runs `--child-waiters`: one session, a holder, `n` waiters; prints `RESULT {json}`.
+pub async fn child_waiters(lib: Lib, connect: &str, path: &str, n: usize, census: &Census) {
+    let result = waiters(lib, connect, path, n, census).await;
+    let figures = result.unwrap_or_else(|error| WaiterFigures {
+        error: Some(error),
+        ..WaiterFigures::default()
+    });
+    println!("RESULT {}", waiter_json(&figures).render_compact());
+}
+
+async fn waiters(
+    lib: Lib,
+    connect: &str,
+    path: &str,
+    n: usize,
+    census: &Census,
+) -> Result<WaiterFigures, String> {
+    let conn = Conn::open(lib, connect).await?;
+    let raw = zkc::Client::connect(connect)
+        .await
+        .map_err(|e| format!("raw client: {e}"))?;
+    if lib == Lib::ClientLock {
+        mkdir(connect, path).await?;
+    }
+    let locker = Arc::new(conn.locker(path));
+    // Warm up the session and the lock's root, then hold the lock.
+    for _ in 0..20 {
+        locker.acquire().await?.release().await?;
+    }
+    let holder = locker.acquire().await?;
+    let watches_before = total_watches(connect).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = rss_kib();
+
+    let done = Arc::new(AtomicU64::new(0));
+    let (err_tx, mut err_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let enqueue_started = Instant::now();
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let locker = locker.clone();
+        let done = done.clone();
+        let err_tx = err_tx.clone();
+        let census = census.clone();
+        tasks.push(tokio::spawn(async move {
+            match locker.acquire().await {
+                Ok(held) => {
+                    census.mark("release");
+                    if let Err(e) = held.release().await {
+                        let _ = err_tx.send(e);
+                    }
+                }
+                Err(e) => {
+                    let _ = err_tx.send(e);
+                }
+            }
+            done.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    // Every waiter is in the queue and watching once the server has `n` more watches (or, when
+    // four-letter words are off, `n` more children and a pause).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(e) = err_rx.try_recv() {
+            return Err(e);
+        }
+        if Instant::now() > deadline {
+            return Err("waiters did not all enqueue within 120 s".into());
+        }
+        let children = raw
+            .list_children(path)
+            .await
+            .map_err(|e| format!("list: {e}"))?;
+        let queued = children.iter().filter(|c| c.contains("lock-")).count();
+        if queued > n {
+            match (watches_before, total_watches(connect).await) {
+                (Some(b), Some(now)) if now >= b + n as u64 => break,
+                (Some(_), Some(_)) => {}
+                _ => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let enqueue_s = enqueue_started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = rss_kib();
+
+    census.start();
+    let drain_started = Instant::now();
+    census.mark("release");
+    holder.release().await?;
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(120), task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("waiter task: {e}")),
+            Err(_) => return Err("the queue did not drain within 120 s".into()),
+        }
+    }
+    let drain = drain_started.elapsed().as_secs_f64();
+    let log = census.stop();
+    let counts = counts(&log);
+    if let Ok(e) = err_rx.try_recv() {
+        return Err(e);
+    }
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0) as f64;
+    let ours = lib == Lib::Ours;
+    conn.close().await;
+    Ok(WaiterFigures {
+        waiters: n,
+        rss_before_kib: before,
+        rss_waiting_kib: waiting,
+        kib_per_waiter: Some((waiting as f64 - before as f64) / n as f64),
+        wakeups_per_release: ours.then(|| count("watch fired") / n as f64),
+        relists_per_handoff: ours.then(|| count("listing again") / n as f64),
+        enqueue_s,
+        drain_handoffs_per_s: Some(n as f64 / drain),
+        breakdown: ours.then(|| breakdown(&log)),
+        error: None,
+    })
+}
+
+/// Runs the waiters workload of `lib` in a child process (this program again).
+pub async fn run_waiters(lib: Lib, connect: &str, path: &str, n: usize) -> WaiterFigures {
+    let failed = |error: String| WaiterFigures {
+        error: Some(error),
+        ..WaiterFigures::default()
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return failed(format!("current_exe: {e}")),
+    };
+    let output = tokio::process::Command::new(exe)
+        .args([
+            "--child-waiters",
+            lib.key(),
+            "--connect",
+            connect,
+            "--path",
+            path,
+        ])
+        .args(["--waiters", &n.to_string()])
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(Duration::from_secs(300), output).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => return failed(format!("child: {e}")),
+        Err(_) => return failed("child did not finish within 300 s".into()),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
+        return failed(format!(
+            "child printed no result: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    };
+    let map = parse_flat_json(line);
+    let num = |k: &str| map.get(k).and_then(Json::as_f64);
+    WaiterFigures {
+        waiters: num("waiters").unwrap_or(0.0) as usize,
+        rss_before_kib: num("rss_before_kib").unwrap_or(0.0) as u64,
+        rss_waiting_kib: num("rss_waiting_kib").unwrap_or(0.0) as u64,
+        kib_per_waiter: num("kib_per_waiter"),
+        wakeups_per_release: num("wakeups_per_release"),
+        relists_per_handoff: num("relists_per_handoff"),
+        enqueue_s: num("enqueue_s").unwrap_or(0.0),
+        drain_handoffs_per_s: num("drain_handoffs_per_s"),
+        breakdown: num("handoff_breakdown.handoffs").map(|_| breakdown_from(&map)),
+        error: map.get("error").and_then(|e| e.as_str().map(str::to_owned)),
+    }
+}
+
+pub fn waiter_json(w: &WaiterFigures) -> Json {
+    let mut fields = vec![
+        ("waiters", Json::Num(w.waiters as f64)),
+        ("rss_before_kib", Json::Num(w.rss_before_kib as f64)),
+        ("rss_waiting_kib", Json::Num(w.rss_waiting_kib as f64)),
+        ("kib_per_waiter", Json::opt(w.kib_per_waiter)),
+        ("wakeups_per_release", Json::opt(w.wakeups_per_release)),
+        ("relists_per_handoff", Json::opt(w.relists_per_handoff)),
+        ("enqueue_s", Json::Num(w.enqueue_s)),
+        ("drain_handoffs_per_s", Json::opt(w.drain_handoffs_per_s)),
+        ("error", w.error.clone().map_or(Json::Null, Json::Str)),
+    ];
+    if let Some(b) = &w.breakdown {
+        fields.push(("handoff_breakdown", breakdown_json(b)));
+    }
+    obj(fields)
+}
