@@ -20,6 +20,8 @@ use crate::session::Session;
 const RULE: Rule = Rule {
     names: &["latch-"],
     decide: exclusive,
+    // Curator's LeaderLatch reacts to NodeDeleted only.
+    head_release: false,
 };
 
 /// Leader election on a ZooKeeper path: candidates queue like [`ZkMutex`](crate::ZkMutex)

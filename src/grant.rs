@@ -1,7 +1,6 @@
 //! [`Grant`]: a contender node that holds, as every recipe hands it out.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tracing::{info, info_span, warn, Instrument};
@@ -24,6 +23,10 @@ pub enum LossReason {
     Suspended,
     /// The node was deleted by someone else (an operator, a script).
     NodeDeleted,
+    /// The node's data was changed by someone else (an operator, Curator's `Revoker`). In the
+    /// recipes whose holders release with a data change (mutex, read/write lock, semaphore),
+    /// the contender behind takes that for a release and proceeds.
+    NodeChanged,
 }
 
 /// A held position in a recipe's queue: the lock node, its fencing token and its fate.
@@ -56,7 +59,11 @@ pub struct Grant {
     /// Known to be the first live node of its queue: released as a head release (see
     /// `queue::delete_contender`).
     head: bool,
-    deleted: Arc<AtomicBool>,
+    /// Whether the recipe's waiters read a data change of the node as its release: then a
+    /// change by someone else ends the grant.
+    changes_release: bool,
+    /// Why the node stopped being ours, once observed (`None` while it is).
+    taken: Arc<std::sync::Mutex<Option<LossReason>>>,
     released: bool,
 }
 
@@ -72,7 +79,13 @@ impl fmt::Debug for Grant {
 }
 
 impl Grant {
-    pub(crate) fn new(node: OwnedNode, sequence: i64, czxid: i64, head: bool) -> Grant {
+    pub(crate) fn new(
+        node: OwnedNode,
+        sequence: i64,
+        czxid: i64,
+        head: bool,
+        changes_release: bool,
+    ) -> Grant {
         debug_assert!(!node.is_armed());
         let token = FencingToken::from_sequence(sequence)
             .expect("wrapped sequences are refused before a grant");
@@ -84,7 +97,8 @@ impl Grant {
             czxid,
             since: node.epoch.register(&node.path),
             head,
-            deleted: Arc::new(AtomicBool::new(false)),
+            changes_release,
+            taken: Arc::default(),
             released: false,
         }
     }
@@ -148,7 +162,7 @@ impl Grant {
     /// # }
     /// ```
     pub fn is_held(&self) -> bool {
-        !self.released && !self.deleted.load(Ordering::Relaxed) && self.epoch.holds(self.since)
+        !self.released && self.taken().is_none() && self.epoch.holds(self.since)
     }
 
     /// Resolves when the grant is lost: its session expired (or was given up), its node was
@@ -169,16 +183,16 @@ impl Grant {
     /// # }
     /// ```
     pub async fn lost(&self) -> LossReason {
-        if self.deleted.load(Ordering::Relaxed) {
-            return LossReason::NodeDeleted;
+        if let Some(reason) = self.taken() {
+            return reason;
         }
         let reason = tokio::select! {
             _ = self.epoch.lost(self.since) => {
                 if self.epoch.is_lost() { LossReason::SessionExpired } else { LossReason::Suspended }
             }
-            _ = watch_deleted(&self.epoch, &self.path) => {
-                self.deleted.store(true, Ordering::Relaxed);
-                LossReason::NodeDeleted
+            reason = watch_taken(&self.epoch, &self.path, self.changes_release) => {
+                *self.taken.lock().unwrap() = Some(reason);
+                reason
             }
         };
         warn!(node = %self.path, ?reason, "grant lost");
@@ -197,6 +211,11 @@ impl Grant {
     /// ```
     pub fn fenced_write(&self) -> FencedWrite {
         FencedWrite::new(self.epoch.clone(), self.path.clone())
+    }
+
+    /// Why the node stopped being ours, if that was observed.
+    fn taken(&self) -> Option<LossReason> {
+        *self.taken.lock().unwrap()
     }
 
     /// Deletes the node, handing over to the next contender.
@@ -251,15 +270,19 @@ impl Drop for Grant {
     }
 }
 
-/// Resolves when `path` is observed deleted; pends forever once the session is over (the
-/// caller races it against the session's own signal).
-async fn watch_deleted(epoch: &Epoch, path: &str) {
+/// Resolves when `path` is observed deleted (or, with `changes_release`, changed); pends
+/// forever once the session is over (the caller races it against the session's own signal).
+async fn watch_taken(epoch: &Epoch, path: &str, changes_release: bool) -> LossReason {
     loop {
         let Ok(client) = epoch.client() else {
             return std::future::pending().await;
         };
         let watcher = match client.check_and_watch_stat(path).await {
-            Ok((None, _)) => return,
+            Ok((None, _)) => return LossReason::NodeDeleted,
+            // Our node is created at data version 0; only a change makes it another.
+            Ok((Some(stat), _)) if changes_release && stat.version != 0 => {
+                return LossReason::NodeChanged
+            }
             Ok((Some(_), watcher)) => watcher,
             Err(e) if connection_lost(&e) => {
                 drop(client);
@@ -270,7 +293,8 @@ async fn watch_deleted(epoch: &Epoch, path: &str) {
         };
         drop(client);
         match watcher.changed().await.event_type {
-            zk::EventType::NodeDeleted => return,
+            zk::EventType::NodeDeleted => return LossReason::NodeDeleted,
+            zk::EventType::NodeDataChanged if changes_release => return LossReason::NodeChanged,
             zk::EventType::Session => return std::future::pending().await,
             _ => continue,
         }

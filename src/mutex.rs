@@ -17,6 +17,7 @@ use crate::session::Session;
 const RULE: Rule = Rule {
     names: &["lock-"],
     decide: exclusive,
+    head_release: true,
 };
 
 /// A distributed mutex on a ZooKeeper path: one holder at a time, granted in FIFO order, each

@@ -15,8 +15,13 @@
 //! node ahead of it is gone too, so the waiter decides on its listing minus all of them and
 //! (for every rule here) holds without a read, however far back it was when it listed. A plain
 //! `NodeDeleted` (a cancelled waiter, an expired session, a peer such as Curator) says nothing
-//! about the nodes ahead, and the waiter lists again. The protocol needs lock nodes' data never
-//! to change otherwise; nothing in this crate or in Curator's recipes changes it.
+//! about the nodes ahead, and the waiter lists again. Nothing else in this crate changes a
+//! contender's data; a change by someone else (an operator, Curator's `Revoker`) is read as a
+//! release, so it ends the grant like a deletion does (`lost()` reports
+//! [`LossReason::NodeChanged`](crate::LossReason::NodeChanged)). Peers keep working: Curator's
+//! lock recipes and `Client::lock` list again on any event. Leader election has no head
+//! releases ([`Rule::head_release`]), because Curator's `LeaderLatch` acts on `NodeDeleted`
+//! only.
 
 use std::sync::{Arc, OnceLock};
 
@@ -46,6 +51,10 @@ pub(crate) struct Rule {
     pub names: &'static [&'static str],
     /// Decides for the contender at `ours` in the ordered queue (wrapped nodes removed).
     pub decide: fn(queue: &[Contender], ours: usize) -> Decision,
+    /// Whether a head releases with a head release (see the module docs). Off where a peer
+    /// waits for `NodeDeleted` only (Curator's `LeaderLatch` ignores `NodeDataChanged`, and its
+    /// watch, spent on that event, would never see the deletion).
+    pub head_release: bool,
 }
 
 /// The mutex rule: the first holds; everyone else watches its immediate predecessor.
@@ -187,7 +196,9 @@ impl Queue {
         {
             Turn::Held { head } => {
                 info!(node = %created.node.path, sequence = created.contender.sequence, head, "granted");
-                Ok(Some(created.into_grant(head)))
+                Ok(Some(
+                    created.into_grant(head && rule.head_release, rule.head_release),
+                ))
             }
             Turn::TimedOut => {
                 debug!(node = %created.node.path, "not granted in time; withdrawing");
@@ -332,7 +343,10 @@ impl Queue {
             let if_released = after_head_release(rule, &queue, at, i);
             let watched = queue.swap_remove(i);
             drop(queue);
-            let turn = match self.wait_gone(epoch, &watched, wait).await? {
+            let turn = match self
+                .wait_gone(epoch, &watched, wait, rule.head_release)
+                .await?
+            {
                 WaitOutcome::TimedOut => return Ok(Turn::TimedOut),
                 WaitOutcome::ReleasedAsHead => if_released,
                 WaitOutcome::Gone => if_gone,
@@ -346,12 +360,13 @@ impl Queue {
     }
 
     /// Waits for `watched` to go (or for the deadline), telling a head release (see the
-    /// module docs) from any other deletion.
+    /// module docs) from any other deletion where the recipe has them (`head_releases`).
     async fn wait_gone(
         &self,
         epoch: &Epoch,
         watched: &Contender,
         wait: Wait,
+        head_releases: bool,
     ) -> Result<WaitOutcome> {
         let path = self.root.child(&watched.name);
         let span = info_span!("wait", watched = %watched.name);
@@ -382,12 +397,15 @@ impl Queue {
                 };
                 debug!(event = ?event.event_type, "watch fired");
                 match (event.event_type, event.session_state) {
-                    (zk::EventType::NodeDataChanged, _) => return Ok(WaitOutcome::ReleasedAsHead),
+                    (zk::EventType::NodeDataChanged, _) if head_releases => {
+                        return Ok(WaitOutcome::ReleasedAsHead)
+                    }
                     (zk::EventType::NodeDeleted, _) => return Ok(WaitOutcome::Gone),
                     (zk::EventType::Session, state) if state.is_terminated() => {
                         return Err(Error::SessionExpired)
                     }
-                    // A session event we outlive: keep watching.
+                    // A session event we outlive, or a data change that means nothing here:
+                    // keep watching.
                     _ => continue,
                 }
             }
@@ -544,13 +562,16 @@ pub(crate) struct Created {
 
 impl Created {
     /// The node holds: hand it out. `head`: it is known to be the first live node of its
-    /// queue (see [`delete_contender`]).
-    pub fn into_grant(self, head: bool) -> Grant {
+    /// queue and releases as a head (see [`delete_contender`]); `changes_release`: the recipe's
+    /// waiters read a change of its data as its release.
+    pub fn into_grant(self, head: bool, changes_release: bool) -> Grant {
+        let sequence = self.contender.sequence;
         Grant::new(
             self.node.disarm(),
-            self.contender.sequence,
+            sequence,
             self.czxid,
             head,
+            changes_release,
         )
     }
 }

@@ -16,6 +16,7 @@ use crate::session::Session;
 const RULE: Rule = Rule {
     names: &["__READ__", "__WRIT__"],
     decide: read_write,
+    head_release: true,
 };
 const READER: usize = 0;
 

@@ -23,6 +23,7 @@ use crate::session::{Epoch, Session};
 const LOCK: Rule = Rule {
     names: &["lock-"],
     decide: exclusive,
+    head_release: true,
 };
 const LEASE: &[&str] = &["lease-"];
 
@@ -222,7 +223,7 @@ impl ZkSemaphore {
             match granted? {
                 true => {
                     info!(node = %created.node.path, "lease granted");
-                    Ok(Some(created.into_grant(false)))
+                    Ok(Some(created.into_grant(false, false)))
                 }
                 false => Ok(None),
             }

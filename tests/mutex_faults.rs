@@ -245,6 +245,32 @@ async fn an_operator_deleting_the_lock_node_makes_the_holder_lose_it() {
     assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
 }
 
+/// A holder releases with a data change, so the waiter behind reads any change of the holder's
+/// node as its release (Curator's `Revoker` writes there too): the holder must hear that it lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_changing_the_lock_node_makes_the_holder_lose_it() {
+    let zk = Zk::start("operator-change").await;
+    let holder = zk.session().await;
+    let mutex = ZkMutex::new(&holder, ROOT).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let waiter = zk.session().await;
+    let waiting = tokio::spawn(lock_once(ZkMutex::new(&waiter, ROOT).unwrap()));
+    let raw = zk.raw().await;
+    wait_children(&raw, ROOT, 2).await;
+    raw.set_data(guard.path(), b"__REVOKE__", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        within("lost() after the change", 10, guard.lost()).await,
+        LossReason::NodeChanged
+    );
+    assert!(!guard.is_held());
+    let (token, _) = within("the next grant", 10, waiting).await.unwrap();
+    assert!(token > guard.token());
+    guard.release().await.unwrap();
+    wait_children(&raw, ROOT, 0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_roots_and_acls_get_typed_errors_and_leave_no_node() {
     let zk = Zk::start("bad-roots").await;
