@@ -1,6 +1,7 @@
-// The Curator peer of examples/bench.rs: Apache Curator's InterProcessMutex on the same workloads,
-// one JSON object per workload on stdout. The Rust benchmark compiles this file with javac against
-// Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as a subprocess:
+// The Curator peer of the `bench` example (examples/bench/): Apache Curator's InterProcessMutex on
+// the same workloads, one JSON object per workload on stdout. The Rust benchmark compiles this file
+// with javac against Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as a
+// subprocess:
 //
 //   java -cp <out>:<jars> CuratorBench --connect 127.0.0.1:2181 --root /bench/curator \
 //        --jit-warmup-ms 2000 --warmup-ms 1000 --measure-ms 3000 \
@@ -201,7 +202,7 @@ public final class CuratorBench {
         System.out.flush();
     }
 
-    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as bench.rs). */
+    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as examples/bench/measure.rs). */
     private static double percentileUs(Samples s, double p) {
         if (s.size == 0) {
             return -1;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark's one command: installs the Java peer's dependencies (Debian's Apache Curator,
-# which brings ZooKeeper's Java client) when they are missing, then runs examples/bench.rs.
+# which brings ZooKeeper's Java client) when they are missing, then runs the `bench` example
+# (examples/bench/).
 # Arguments go to the benchmark, e.g. `examples/bench-peers/run.sh --json bench.json`.
 #
 # Without root or apt the benchmark still runs; its table then says why Curator was skipped.
