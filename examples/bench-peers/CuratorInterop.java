@@ -1,44 +1,251 @@
-// The Java worker of tests/interop.rs: Apache Curator's InterProcessMutex on a lock path that Rust
-// workers (ZkMutex) use at the same time. The test compiles this file with javac against Debian's
+// The Java worker of tests/interop.rs: one of Apache Curator's recipes on a path that Rust workers
+// (zk-recipes) use at the same time. The test compiles this file with javac against Debian's
 // jars in /usr/share/java (the same classpath as CuratorBench.java) and runs it as a subprocess:
 //
 //   java -cp <out>:<jars> CuratorInterop --connect 127.0.0.1:2181/chroot --root /interop/lock \
 //        --inside /interop-inside --rounds 40 --hold-ms 2 --timeout-ms 30000
 //
-// It prints "JAVA READY" once connected, then per round: acquire, create the EPHEMERAL node
-// --inside (NodeExists = another holder is inside: prints "JAVA OVERLAP <t>", exits 3), print
-// "JAVA IN <t>", hold, print "JAVA OUT <t>", delete --inside, release. Then "JAVA DONE <rounds>".
+// --recipe picks what a round takes (default mutex):
+//   mutex         InterProcessMutex on --root
+//   rwlock-write  InterProcessReadWriteLock(--root).writeLock()
+//   rwlock-read   InterProcessReadWriteLock(--root).readLock()
+//   semaphore     a lease of InterProcessSemaphoreV2(--root, --permits)
+//   election      leadership of a new LeaderLatch(--root, --name) (started, awaited, closed)
+//
+// How a round checks that it is not inside with anyone it must exclude:
+//   --inside PATH   creates the EPHEMERAL node PATH on entry and deletes it on exit: NodeExists
+//                   means another holder is inside (exclusive recipes only).
+//   --holders PATH  (instead) PATH is a persistent node whose data lists the holders inside,
+//                   comma-separated, each "x:<name>" (exclusive: rwlock-write, election,
+//                   mutex) or "s:<name>" (shared: rwlock-read, semaphore). On entry, with a
+//                   versioned set_data (compare-and-set), it adds "<kind>:<--name>" if an
+//                   exclusive holder finds the list empty, or a shared one finds no exclusive
+//                   holder and fewer than --permits holders (a semaphore; readers have no
+//                   limit); on leaving it removes its entry the same way.
+//
+// It prints "JAVA READY" once connected. Then per round: acquire, enter (a conflict prints
+// "JAVA OVERLAP <t> <what it found>" and exits 3), print "JAVA IN <t>" (plus
+// " holders=<list after entering>" with --holders, and " node=<path>" for an election: the latch
+// node, whose sequence is the leadership's term), hold --hold-ms, print "JAVA OUT <t>", leave
+// (delete --inside, or take its entry out of --holders), release. Then "JAVA DONE <rounds>".
 // An acquire that times out prints "JAVA TIMEOUT <t>" and exits 4; any other error exits 1.
+// With --wait-go it waits for a line on stdin before its first round, and holds its first round
+// until another line (instead of --hold-ms), so that the test can look at the others meanwhile.
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.data.Stat;
 
-/** Takes an InterProcessMutex --rounds times, checking exclusion with an ephemeral node. */
+/** Takes one of Curator's recipes --rounds times, checking exclusion as it goes. */
 public final class CuratorInterop {
-    public static void main(String[] args) throws Exception {
-        String connect = "127.0.0.1:2181";
-        String root = "/interop/lock";
-        String inside = "/interop-inside";
-        int rounds = 40;
-        long holdMs = 2;
-        long timeoutMs = 30_000;
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            switch (args[i]) {
-                case "--connect": connect = args[i + 1]; break;
-                case "--root": root = args[i + 1]; break;
-                case "--inside": inside = args[i + 1]; break;
-                case "--rounds": rounds = Integer.parseInt(args[i + 1]); break;
-                case "--hold-ms": holdMs = Long.parseLong(args[i + 1]); break;
-                case "--timeout-ms": timeoutMs = Long.parseLong(args[i + 1]); break;
-                default: throw new IllegalArgumentException("unknown argument " + args[i]);
+    /** One acquisition of the recipe under test. */
+    interface Recipe {
+        /** Acquires within timeoutMs; false when not granted in time. */
+        boolean acquire(long timeoutMs) throws Exception;
+
+        /** What to print about the current hold (" node=..."), or "". */
+        default String describe() {
+            return "";
+        }
+
+        void release() throws Exception;
+    }
+
+    /** An InterProcessMutex (also each side of an InterProcessReadWriteLock). */
+    static Recipe lock(InterProcessMutex mutex) {
+        return new Recipe() {
+            public boolean acquire(long timeoutMs) throws Exception {
+                return mutex.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+            }
+
+            public void release() throws Exception {
+                mutex.release();
+            }
+        };
+    }
+
+    /** A lease of an InterProcessSemaphoreV2, returned on release. */
+    static Recipe semaphore(CuratorFramework client, String root, int permits) {
+        InterProcessSemaphoreV2 semaphore = new InterProcessSemaphoreV2(client, root, permits);
+        return new Recipe() {
+            Lease lease;
+
+            public boolean acquire(long timeoutMs) throws Exception {
+                lease = semaphore.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                return lease != null;
+            }
+
+            public void release() throws Exception {
+                semaphore.returnLease(lease);
+                lease = null;
+            }
+        };
+    }
+
+    /** A new LeaderLatch per round: started, awaited, and closed (which deletes its node). */
+    static Recipe election(CuratorFramework client, String root, String name) {
+        return new Recipe() {
+            LeaderLatch latch;
+
+            public boolean acquire(long timeoutMs) throws Exception {
+                latch = new LeaderLatch(client, root, name);
+                latch.start();
+                if (latch.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+                    return true;
+                }
+                latch.close();
+                return false;
+            }
+
+            public String describe() {
+                return " node=" + latch.getOurPath();
+            }
+
+            public void release() throws Exception {
+                latch.close();
+            }
+        };
+    }
+
+    /** The holders list at --holders, changed by compare-and-set (a versioned setData). */
+    static final class Holders {
+        final CuratorFramework client;
+        final String path;
+
+        Holders(CuratorFramework client, String path) {
+            this.client = client;
+            this.path = path;
+        }
+
+        /**
+         * Adds entry ("x:" exclusive, "s:" shared) if it may be inside: an exclusive entry into
+         * an empty list, a shared one beside no exclusive holder and fewer than limit holders.
+         * The list after entering, or, if it may not, the list found (without entry).
+         */
+        List<String> enter(String entry, int limit) throws Exception {
+            for (;;) {
+                Stat stat = new Stat();
+                List<String> list = read(stat);
+                boolean free = entry.startsWith("x:")
+                        ? list.isEmpty()
+                        : list.size() < limit && list.stream().noneMatch(h -> h.startsWith("x:"));
+                if (!free) {
+                    return list;
+                }
+                list.add(entry);
+                if (store(list, stat)) {
+                    return list;
+                }
             }
         }
+
+        /** Removes entry. */
+        void leave(String entry) throws Exception {
+            for (;;) {
+                Stat stat = new Stat();
+                List<String> list = read(stat);
+                if (!list.remove(entry)) {
+                    throw new IllegalStateException(entry + " is not among the holders " + list);
+                }
+                if (store(list, stat)) {
+                    return;
+                }
+            }
+        }
+
+        List<String> read(Stat stat) throws Exception {
+            byte[] data = client.getData().storingStatIn(stat).forPath(path);
+            String text = new String(data, StandardCharsets.UTF_8);
+            List<String> list = new ArrayList<>();
+            if (!text.isEmpty()) {
+                list.addAll(Arrays.asList(text.split(",")));
+            }
+            return list;
+        }
+
+        /** Stores list if nobody changed it since stat was read; false if somebody did. */
+        boolean store(List<String> list, Stat stat) throws Exception {
+            byte[] data = String.join(",", list).getBytes(StandardCharsets.UTF_8);
+            try {
+                client.setData().withVersion(stat.getVersion()).forPath(path, data);
+                return true;
+            } catch (KeeperException.BadVersionException e) {
+                return false;
+            }
+        }
+    }
+
+    /** Waits for the test's go: a line on stdin. */
+    static void awaitGo(BufferedReader stdin) throws Exception {
+        if (stdin.readLine() == null) {
+            throw new IllegalStateException("stdin closed before the go");
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String connect = "127.0.0.1:2181";
+        String recipeName = "mutex";
+        String root = "/interop/lock";
+        String inside = "/interop-inside";
+        String holdersPath = null;
+        String name = "java";
+        int rounds = 40;
+        int permits = 1;
+        long holdMs = 2;
+        long timeoutMs = 30_000;
+        boolean waitGo = false;
+        for (int i = 0; i < args.length; i++) {
+            String arg = args[i];
+            if (arg.equals("--wait-go")) {
+                waitGo = true;
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                throw new IllegalArgumentException(arg + " needs a value");
+            }
+            String value = args[++i];
+            switch (arg) {
+                case "--connect": connect = value; break;
+                case "--recipe": recipeName = value; break;
+                case "--root": root = value; break;
+                case "--inside": inside = value; break;
+                case "--holders": holdersPath = value; break;
+                case "--name": name = value; break;
+                case "--rounds": rounds = Integer.parseInt(value); break;
+                case "--permits": permits = Integer.parseInt(value); break;
+                case "--hold-ms": holdMs = Long.parseLong(value); break;
+                case "--timeout-ms": timeoutMs = Long.parseLong(value); break;
+                default: throw new IllegalArgumentException("unknown argument " + arg);
+            }
+        }
+        boolean exclusive;
+        switch (recipeName) {
+            case "mutex": case "rwlock-write": case "election": exclusive = true; break;
+            case "rwlock-read": case "semaphore": exclusive = false; break;
+            default: throw new IllegalArgumentException("unknown recipe " + recipeName);
+        }
+        // How many may be inside together: a semaphore's permits; readers without limit.
+        int limit = recipeName.equals("semaphore") ? permits : Integer.MAX_VALUE;
+        if (holdersPath == null && !exclusive) {
+            throw new IllegalArgumentException(recipeName + " shares: it needs --holders");
+        }
+        String entry = (exclusive ? "x:" : "s:") + name;
         // A short session, so that a crashed run frees its lock node quickly.
         CuratorFramework client = CuratorFrameworkFactory.builder()
                 .connectString(connect)
@@ -53,31 +260,66 @@ public final class CuratorInterop {
                 System.err.println("Curator could not connect to " + connect);
                 System.exit(1);
             }
-            InterProcessMutex mutex = new InterProcessMutex(client, root);
+            Recipe recipe;
+            switch (recipeName) {
+                case "rwlock-write":
+                    recipe = lock(new InterProcessReadWriteLock(client, root).writeLock());
+                    break;
+                case "rwlock-read":
+                    recipe = lock(new InterProcessReadWriteLock(client, root).readLock());
+                    break;
+                case "semaphore": recipe = semaphore(client, root, permits); break;
+                case "election": recipe = election(client, root, name); break;
+                default: recipe = lock(new InterProcessMutex(client, root)); break;
+            }
+            Holders holders = holdersPath == null ? null : new Holders(client, holdersPath);
             System.out.println("JAVA READY");
             System.out.flush();
+            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
+            if (waitGo) {
+                awaitGo(stdin);
+            }
             for (int t = 0; t < rounds && code == 0; t++) {
-                if (!mutex.acquire(timeoutMs, TimeUnit.MILLISECONDS)) {
+                if (!recipe.acquire(timeoutMs)) {
                     System.out.println("JAVA TIMEOUT " + t);
                     code = 4;
                     break;
                 }
                 try {
-                    try {
-                        client.create().withMode(CreateMode.EPHEMERAL).forPath(inside);
-                    } catch (KeeperException.NodeExistsException e) {
-                        System.out.println("JAVA OVERLAP " + t);
-                        code = 3;
-                        break;
+                    String in = "JAVA IN " + t;
+                    if (holders == null) {
+                        try {
+                            client.create().withMode(CreateMode.EPHEMERAL).forPath(inside);
+                        } catch (KeeperException.NodeExistsException e) {
+                            System.out.println("JAVA OVERLAP " + t);
+                            code = 3;
+                            break;
+                        }
+                    } else {
+                        List<String> now = holders.enter(entry, limit);
+                        if (!now.contains(entry)) {
+                            System.out.println("JAVA OVERLAP " + t + " " + String.join(",", now));
+                            code = 3;
+                            break;
+                        }
+                        in += " holders=" + String.join(",", now);
                     }
-                    System.out.println("JAVA IN " + t);
+                    System.out.println(in + recipe.describe());
                     System.out.flush();
-                    Thread.sleep(holdMs);
+                    if (waitGo && t == 0) {
+                        awaitGo(stdin);
+                    } else {
+                        Thread.sleep(holdMs);
+                    }
                     System.out.println("JAVA OUT " + t);
                     System.out.flush();
-                    client.delete().forPath(inside);
+                    if (holders == null) {
+                        client.delete().forPath(inside);
+                    } else {
+                        holders.leave(entry);
+                    }
                 } finally {
-                    mutex.release();
+                    recipe.release();
                 }
             }
             if (code == 0) {
