@@ -23,7 +23,7 @@
 //! releases ([`Rule::head_release`]), because Curator's `LeaderLatch` acts on `NodeDeleted`
 //! only.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -99,8 +99,10 @@ pub(crate) struct Queue {
     root: ZkPath,
     /// The root's czxid, once checked: a root with another czxid was deleted and created
     /// again, and its sequence restarted.
-    root_czxid: OnceLock<i64>,
-    /// Whether the root gets an [`ANCHOR`].
+    root_czxid: Mutex<Option<i64>>,
+    /// Whether the root gets an [`ANCHOR`]. An unanchored root may be a container that the
+    /// server deletes whenever it is empty (Curator creates a semaphore's leases directory so):
+    /// such a queue follows its root to the next incarnation instead of refusing it.
     anchored: bool,
 }
 
@@ -123,13 +125,14 @@ impl Queue {
         Ok(Queue {
             session: session.clone(),
             root: ZkPath::new(root)?,
-            root_czxid: OnceLock::new(),
+            root_czxid: Mutex::new(None),
             anchored: true,
         })
     }
 
     /// A queue whose root gets no anchor child: for directories whose every child Curator
-    /// counts (a semaphore's leases), where an anchor would take a permit.
+    /// counts (a semaphore's leases), where an anchor would take a permit. Its sequence
+    /// restarts whenever the server reaps the emptied root, so its tokens are no fencing tokens.
     pub fn unanchored(session: &Session, root: &str) -> Result<Queue> {
         Ok(Queue {
             anchored: false,
@@ -216,8 +219,20 @@ impl Queue {
         name: &'static str,
         data: &[u8],
     ) -> Result<Created> {
-        let root_czxid = self.ensure_root(epoch).await?;
-        let created = self.create(epoch, name, data, root_czxid).await?;
+        let mut replaced = 0;
+        let created = loop {
+            let root_czxid = self.ensure_root(epoch).await?;
+            match self.create(epoch, name, data, root_czxid).await {
+                // An emptied container root reaped (and perhaps created again) since we looked:
+                // follow it, a few times at most.
+                Err(Error::RootReplaced { .. }) if !self.anchored && replaced < 3 => {
+                    replaced += 1;
+                    info!(root = %self.root, "the root was replaced; following it");
+                    *self.root_czxid.lock().unwrap() = None;
+                }
+                created => break created?,
+            }
+        };
         debug!(node = %created.node.path, sequence = created.contender.sequence, "enqueued");
         if created.contender.is_wrapped() {
             return Err(Error::SequenceWrapped {
@@ -231,8 +246,8 @@ impl Queue {
     /// Once per queue: makes sure the root exists as a persistent node (creating it and its
     /// parents when missing), refuses an ephemeral one, anchors it, and notes its czxid.
     async fn ensure_root(&self, epoch: &Epoch) -> Result<i64> {
-        if let Some(czxid) = self.root_czxid.get() {
-            return Ok(*czxid);
+        if let Some(czxid) = *self.root_czxid.lock().unwrap() {
+            return Ok(czxid);
         }
         let root = self.root.as_str();
         let replaced = || Error::RootReplaced {
@@ -276,7 +291,7 @@ impl Queue {
                 other => other?,
             }
         }
-        Ok(*self.root_czxid.get_or_init(|| stat.czxid))
+        Ok(*self.root_czxid.lock().unwrap().get_or_insert(stat.czxid))
     }
 
     /// Creates our node and lists the children in one go: both requests leave back to back on

@@ -33,6 +33,11 @@ const LEASE: &[&str] = &["lease-"];
 /// The permit count is stored in the root node's data by the first contender; a contender
 /// constructed with another count gets [`Error::PermitMismatch`].
 ///
+/// A lease's token orders it among the leases of its `leases` directory, and is no fencing
+/// token: Curator creates that directory as a container, which the server deletes whenever it
+/// is empty (and which cannot be anchored, since Curator counts every child as a lease), and
+/// the next lease then starts a new sequence in a new directory.
+///
 /// # Example
 ///
 /// ```no_run

@@ -183,3 +183,60 @@ async fn cancelled_acquisitions_leave_no_nodes() {
     c.release().await.unwrap();
     wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
 }
+
+/// Curator creates a semaphore's `leases` directory as a container, which the server deletes
+/// whenever it is empty; it cannot be anchored (Curator counts every child as a lease). The
+/// same `ZkSemaphore` value keeps granting leases after the directory is reaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_survive_a_reaped_container_directory() {
+    if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
+        println!("not run: needs its own server with a fast container reaper ({reason})");
+        return;
+    }
+    let server = zk_testcontainers::ZkServer::start_with(
+        zk_testcontainers::ServerOptions::default().with_env(
+            "ZK_JAVA_OPTS",
+            "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
+        ),
+    )
+    .await
+    .unwrap();
+    let connect = server.connect_string();
+    let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
+    let container =
+        zookeeper_client::CreateMode::Container.with_acls(zookeeper_client::Acls::anyone_all());
+    // As Curator's InterProcessSemaphoreV2 leaves them.
+    raw.create("/pool", b"2", &container).await.unwrap();
+    raw.create("/pool/leases", &[], &container).await.unwrap();
+    let session = zk_recipes::Session::connect(zk_recipes::SessionOptions::new(connect.clone()))
+        .await
+        .unwrap();
+    let semaphore = ZkSemaphore::new(&session, "/pool", 2).unwrap();
+    let lease = semaphore.acquire().await.unwrap();
+    lease.release().await.unwrap();
+    within("the emptied leases directory to be reaped", 20, async {
+        loop {
+            let (stat, watcher) = raw.check_and_watch_stat("/pool/leases").await.unwrap();
+            if stat.is_none() {
+                return;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await;
+    let (first, second) = within("two leases after the reaping", 20, async {
+        (
+            semaphore.acquire().await.unwrap(),
+            semaphore.acquire().await.unwrap(),
+        )
+    })
+    .await;
+    assert!(
+        semaphore.try_acquire().await.unwrap().is_none(),
+        "2 permits"
+    );
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    // Released, nothing left; the directory is ours now, created persistent.
+    assert!(raw.list_children("/pool/leases").await.unwrap().is_empty());
+}
