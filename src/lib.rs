@@ -79,6 +79,7 @@ mod fence;
 mod grant;
 mod guard;
 mod mutex;
+mod nodelay;
 mod path;
 mod queue;
 mod rwlock;

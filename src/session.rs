@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -31,6 +32,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use zookeeper_client as zk;
 
 use crate::error::{connection_lost, Error, Result};
+use crate::nodelay::{self, Connections};
 use crate::queue::delete_contender;
 
 /// When a granted lock or leadership counts as lost. See the [module docs](crate::session).
@@ -95,6 +97,7 @@ pub struct SessionOptions {
     connection_timeout: Duration,
     auth: Vec<(String, Vec<u8>)>,
     loss_policy: LossPolicy,
+    tcp_nodelay: bool,
 }
 
 impl fmt::Debug for SessionOptions {
@@ -108,13 +111,14 @@ impl fmt::Debug for SessionOptions {
                 &self.auth.iter().map(|(s, _)| s).collect::<Vec<_>>(),
             )
             .field("loss_policy", &self.loss_policy)
+            .field("tcp_nodelay", &self.tcp_nodelay)
             .finish()
     }
 }
 
 impl SessionOptions {
     /// Options with defaults: 10 s session timeout, 5 s connection timeout, no auth,
-    /// [`LossPolicy::Expiry`].
+    /// [`LossPolicy::Expiry`], `TCP_NODELAY` on.
     pub fn new(connect: impl Into<String>) -> SessionOptions {
         SessionOptions {
             connect: connect.into(),
@@ -122,6 +126,7 @@ impl SessionOptions {
             connection_timeout: Duration::from_secs(5),
             auth: Vec::new(),
             loss_policy: LossPolicy::Expiry,
+            tcp_nodelay: true,
         }
     }
 
@@ -152,7 +157,35 @@ impl SessionOptions {
         self
     }
 
+    /// Whether to turn Nagle's algorithm off on the session's connections (default: on, as
+    /// Java's ZooKeeper client does). zookeeper-client leaves it on, which makes every pair of
+    /// requests sent back to back (an acquire's create and listing) cost two round trips.
+    /// It has no option for it, so on Linux the session finds its sockets by the servers'
+    /// addresses among those that appeared while it connected, or since its last connect when
+    /// it reconnects (see `src/nodelay.rs`); another client's connection to the same servers
+    /// opened in that time gets it too. Elsewhere it does nothing.
+    ///
+    /// ```
+    /// let opts = zk_recipes::SessionOptions::new("127.0.0.1:2181").tcp_nodelay(false);
+    /// # let _ = opts;
+    /// ```
+    pub fn tcp_nodelay(mut self, on: bool) -> Self {
+        self.tcp_nodelay = on;
+        self
+    }
+
+    /// The servers' addresses, when their connections get `TCP_NODELAY`.
+    async fn nodelay_servers(&self) -> Option<Vec<SocketAddr>> {
+        if self.tcp_nodelay {
+            Some(nodelay::servers(&self.connect).await)
+        } else {
+            None
+        }
+    }
+
     async fn open(&self) -> Result<zk::Client> {
+        let servers = self.nodelay_servers().await;
+        let before = servers.as_deref().map(Connections::to);
         let mut connector = zk::Client::connector()
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
@@ -168,7 +201,13 @@ impl SessionOptions {
             Err(_) | Ok(Err(zk::Error::Timeout | zk::Error::NoHosts)) => Err(unreachable()),
             Ok(Err(zk::Error::AuthFailed)) => Err(Error::AuthFailed),
             Ok(Err(err)) => Err(Error::Zk(err)),
-            Ok(Ok(client)) => Ok(client),
+            Ok(Ok(client)) => {
+                if let (Some(before), Some(servers)) = (before, servers) {
+                    let set = before.set_nodelay_on_new(&servers);
+                    debug!(connections = set, "TCP_NODELAY set");
+                }
+                Ok(client)
+            }
         }
     }
 }
@@ -574,12 +613,15 @@ async fn supervise(
     current: watch::Sender<Option<Arc<Epoch>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Resolved once: a reconnect must not wait for a name server.
+    let nodelay_servers = options.nodelay_servers().await;
     loop {
         let span = info_span!("session", session_id = format_args!("{:#x}", epoch.id));
         let Ok(client) = epoch.client() else { return };
         let mut watcher = client.state_watcher();
         drop(client);
-        let closing = follow(&epoch, &mut watcher, &state, &mut shutdown)
+        let servers = nodelay_servers.as_deref();
+        let closing = follow(&epoch, &mut watcher, &state, &mut shutdown, servers)
             .instrument(span)
             .await;
         epoch.end();
@@ -651,9 +693,14 @@ async fn follow(
     watcher: &mut zk::StateWatcher,
     state: &watch::Sender<SessionState>,
     shutdown: &mut watch::Receiver<bool>,
+    nodelay_servers: Option<&[SocketAddr]>,
 ) -> bool {
     let id = epoch.id;
     let mut suspended_since: Option<tokio::time::Instant> = None;
+    // The connections to the servers since ours was last set up: when the client is back
+    // (it reconnects by itself, often before we hear it was gone), its new connection is
+    // among those that appeared since.
+    let mut known = nodelay_servers.map(Connections::to);
     loop {
         let give_up = suspended_since.map(|t| t + epoch.timeout);
         tokio::select! {
@@ -666,6 +713,11 @@ async fn follow(
             zk_state = watcher.changed() => match zk_state {
                 zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                     info!("session reconnected");
+                    if let (Some(before), Some(servers)) = (&known, nodelay_servers) {
+                        let set = before.set_nodelay_on_new(servers);
+                        debug!(connections = set, "TCP_NODELAY set");
+                        known = Some(Connections::to(servers));
+                    }
                     suspended_since = None;
                     epoch.set(EpochState::Live);
                     for path in epoch.take_suspended_grants() {

@@ -1,0 +1,136 @@
+//! `TCP_NODELAY` on a session's connections.
+//!
+//! zookeeper-client leaves Nagle's algorithm on, so a request sent while an earlier one on the
+//! same connection is unanswered waits for that answer before it leaves: pipelined requests
+//! (an acquire's create and listing, sent back to back) then cost two round trips instead of
+//! one. Java's ZooKeeper client turns Nagle off. zookeeper-client has no option for it and does
+//! not expose its socket, so a session looks, on Linux, for the sockets to its servers that
+//! appeared while it connected (in `/proc/self/fd`) and sets `TCP_NODELAY` on them; after a
+//! reconnect, on those that appeared since its last connect (the client reconnects by itself,
+//! often before the session hears that it was gone). A connection another client of the
+//! process opened to the same servers in that time gets it too, which changes nothing but its
+//! latency. Elsewhere this does nothing.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+/// The addresses of the servers in a connect string (`host:port,host:port/chroot`); names are
+/// resolved (off the runtime's threads).
+pub(crate) async fn servers(connect: &str) -> Vec<SocketAddr> {
+    let hosts = connect.split('/').next().unwrap_or_default().to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::net::ToSocketAddrs;
+        hosts
+            .split(',')
+            .filter_map(|host| host.trim().to_socket_addrs().ok())
+            .flatten()
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// The process's TCP connections to some servers, as (local, peer) address pairs.
+#[derive(Debug, Default)]
+pub(crate) struct Connections(HashSet<(SocketAddr, SocketAddr)>);
+
+impl Connections {
+    /// The connections to `servers` now.
+    pub fn to(servers: &[SocketAddr]) -> Connections {
+        Connections(sys::connections(servers).into_iter().map(|c| c.1).collect())
+    }
+
+    /// Sets `TCP_NODELAY` on the connections to `servers` that were not there at `self`;
+    /// returns how many.
+    pub fn set_nodelay_on_new(&self, servers: &[SocketAddr]) -> usize {
+        sys::connections(servers)
+            .into_iter()
+            .filter(|(_, addrs)| !self.0.contains(addrs))
+            .filter(|(fd, _)| sys::set_nodelay(*fd))
+            .count()
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::net::SocketAddr;
+    use std::os::fd::{BorrowedFd, RawFd};
+
+    /// Open TCP sockets connected to one of `servers`: (fd, (local, peer)).
+    pub fn connections(servers: &[SocketAddr]) -> Vec<(RawFd, (SocketAddr, SocketAddr))> {
+        let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+            return Vec::new();
+        };
+        dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+            .filter_map(|fd| {
+                let socket = borrow(fd);
+                let socket = socket2::SockRef::from(&socket);
+                let peer = socket.peer_addr().ok()?.as_socket()?;
+                if !servers.contains(&peer) {
+                    return None;
+                }
+                Some((fd, (socket.local_addr().ok()?.as_socket()?, peer)))
+            })
+            .collect()
+    }
+
+    pub fn set_nodelay(fd: RawFd) -> bool {
+        socket2::SockRef::from(&borrow(fd))
+            .set_tcp_nodelay(true)
+            .is_ok()
+    }
+
+    fn borrow(fd: RawFd) -> BorrowedFd<'static> {
+        // SAFETY: the descriptor is only used for getsockname, getpeername and setsockopt
+        // right away. Closed meanwhile, they fail (EBADF); reused meanwhile, they act on
+        // whatever it is now, and the peer address is checked before anything is set.
+        unsafe { BorrowedFd::borrow_raw(fd) }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    use std::net::SocketAddr;
+
+    pub fn connections(_: &[SocketAddr]) -> Vec<(i32, (SocketAddr, SocketAddr))> {
+        Vec::new()
+    }
+
+    pub fn set_nodelay(_: i32) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn resolves_every_host_of_a_connect_string_without_the_chroot() {
+        let servers = servers("127.0.0.1:2181,127.0.0.2:2182/app/locks").await;
+        assert_eq!(
+            servers,
+            [
+                "127.0.0.1:2181".parse::<SocketAddr>().unwrap(),
+                "127.0.0.2:2182".parse().unwrap()
+            ]
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn sets_nodelay_on_new_connections_to_the_servers_only() {
+        use std::net::{TcpListener, TcpStream};
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let servers = [server.local_addr().unwrap()];
+        let old = TcpStream::connect(servers[0]).unwrap();
+        let before = Connections::to(&servers);
+        let new = TcpStream::connect(servers[0]).unwrap();
+        let elsewhere = TcpStream::connect(other.local_addr().unwrap()).unwrap();
+        assert_eq!(before.set_nodelay_on_new(&servers), 1);
+        assert!(new.nodelay().unwrap());
+        assert!(!old.nodelay().unwrap());
+        assert!(!elsewhere.nodelay().unwrap());
+    }
+}
