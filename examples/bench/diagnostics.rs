@@ -38,17 +38,20 @@ pub struct Breakdown {
 pub fn breakdown(log: &[(u64, String)]) -> Breakdown {
     let (mut to_event, mut to_relist, mut relist_to_grant, mut direct, mut total, mut delete) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut last_grant, mut release, mut last_release) = (None::<u64>, None::<u64>, None::<u64>);
+    let (mut last_grant, mut release) = (None::<u64>, None::<u64>);
+    // Release calls whose delete is not answered yet, oldest first: one holder at a time, so
+    // the answers come in this order (an answer may come after the next handoff's release).
+    let mut unanswered = std::collections::VecDeque::new();
     let (mut watch, mut relist) = (None::<u64>, None::<u64>);
     for (t, label) in log {
         let t = *t;
         match label.as_str() {
             "release" => {
                 release.get_or_insert(t);
-                last_release = Some(t);
+                unanswered.push_back(t);
             }
             "released" => {
-                if let Some(r) = last_release.take() {
+                if let Some(r) = unanswered.pop_front() {
                     delete.push(t.saturating_sub(r));
                 }
             }
