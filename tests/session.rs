@@ -23,12 +23,13 @@ fn nodelay_of_connections_to(server: SocketAddr) -> Vec<bool> {
         else {
             continue;
         };
-        // SAFETY: only inspected right away; a closed descriptor makes the calls fail.
+        // SAFETY: only inspected right away; a descriptor closed meanwhile makes the calls fail.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         let socket = socket2::SockRef::from(&fd);
         let peer = socket.peer_addr().ok().and_then(|a| a.as_socket());
-        if peer == Some(server) {
-            found.push(socket.tcp_nodelay().unwrap());
+        // (A descriptor closed in between fails here: it is no connection any more.)
+        if let (Some(true), Ok(on)) = (peer.map(|p| p == server), socket.tcp_nodelay()) {
+            found.push(on);
         }
     }
     found.sort();
