@@ -63,7 +63,7 @@ pub struct Grant {
     /// change by someone else ends the grant.
     changes_release: bool,
     /// Why the node stopped being ours, once observed (`None` while it is).
-    taken: Arc<std::sync::Mutex<Option<LossReason>>>,
+    taken: std::sync::Mutex<Option<LossReason>>,
     released: bool,
 }
 
@@ -98,7 +98,7 @@ impl Grant {
             since: node.epoch.register(&node.path),
             head,
             changes_release,
-            taken: Arc::default(),
+            taken: Default::default(),
             released: false,
         }
     }

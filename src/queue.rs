@@ -339,7 +339,7 @@ impl Queue {
         wait: Wait,
     ) -> Result<Turn> {
         loop {
-            let mut queue = live(sorted_contenders(
+            let queue = live(sorted_contenders(
                 &std::mem::take(&mut children),
                 rule.names,
             ));
@@ -354,10 +354,11 @@ impl Queue {
             if matches!(wait, Wait::No) {
                 return Ok(Turn::TimedOut);
             }
-            let if_gone = after_gone(rule, &queue, at, i);
-            let if_released = after_head_release(rule, &queue, at, i);
-            let watched = queue.swap_remove(i);
-            drop(queue);
+            let OnceGone {
+                watched,
+                plainly: if_gone,
+                head_release: if_released,
+            } = once_gone(rule, queue, at, i);
             let turn = match self
                 .wait_gone(epoch, &watched, wait, rule.head_release)
                 .await?
@@ -467,23 +468,32 @@ enum WaitOutcome {
     TimedOut,
 }
 
-/// The turn of `ours` (at index `at`) once the node at `watched` is gone, decided on what the
-/// listing already tells: removing nodes ahead of a contender can only let it proceed, and
-/// nodes created later sort behind it, so a hold decided on the listing minus that node is true
-/// once it is gone. `None`: the listing cannot tell; list again.
-fn after_gone(rule: Rule, queue: &[Contender], at: usize, watched: usize) -> Option<Turn> {
-    let mut rest = queue.to_vec();
-    rest.remove(watched);
-    let at = at - 1;
-    ((rule.decide)(&rest, at) == Decision::Hold).then_some(Turn::Held { head: at == 0 })
+/// The turn of a waiter once the node it watches goes, decided before it waits (so that it
+/// keeps no listing): `None` where the listing cannot tell (list again).
+struct OnceGone {
+    watched: Contender,
+    /// After a plain deletion.
+    plainly: Option<Turn>,
+    /// After a head release.
+    head_release: Option<Turn>,
 }
 
-/// The same once the node at `watched` went in a head release: it and every node ahead of it
-/// are gone.
-fn after_head_release(rule: Rule, queue: &[Contender], at: usize, watched: usize) -> Option<Turn> {
-    let rest = &queue[watched + 1..];
-    let at = at - watched - 1;
-    ((rule.decide)(rest, at) == Decision::Hold).then_some(Turn::Held { head: at == 0 })
+/// [`OnceGone`] for the contender at `at` of `queue`, told to watch the node at `watched`
+/// (ahead of it). Removing nodes ahead of a contender can only let it proceed, and nodes
+/// created later sort behind it: a hold decided on the listing minus the nodes known to be
+/// gone is true once they are gone. A plain deletion removes the watched node; a head release
+/// removes it and every node ahead of it.
+fn once_gone(rule: Rule, mut queue: Vec<Contender>, at: usize, watched: usize) -> OnceGone {
+    let held_if = |queue: &[Contender], at: usize| {
+        ((rule.decide)(queue, at) == Decision::Hold).then_some(Turn::Held { head: at == 0 })
+    };
+    let node = queue.remove(watched);
+    let at = at - 1;
+    OnceGone {
+        watched: node,
+        plainly: held_if(&queue, at),
+        head_release: held_if(&queue[watched..], at - watched),
+    }
 }
 
 /// Deletes a contender node of ours. `head`: it is the first live node of its queue, and goes
@@ -762,6 +772,45 @@ mod tests {
         );
         assert_eq!(read_write(&rw_queue("W"), 0), Hold);
         assert_eq!(read_write(&rw_queue("RW"), 1), Watch(0));
+    }
+
+    const MUTEX: Rule = Rule {
+        names: &["lock-"],
+        decide: exclusive,
+        head_release: true,
+    };
+    const RW: Rule = Rule {
+        names: &["__READ__", "__WRIT__"],
+        decide: read_write,
+        head_release: true,
+    };
+
+    #[test]
+    fn a_head_release_lets_any_waiter_hold_and_a_plain_deletion_only_the_second() {
+        use Turn::Held;
+        let third = once_gone(MUTEX, queue(&[1, 2, 3]), 2, 1);
+        assert_eq!(third.watched.sequence, 2);
+        assert_eq!(third.plainly, None, "1 may still hold");
+        assert_eq!(third.head_release, Some(Held { head: true }));
+        let second = once_gone(MUTEX, queue(&[1, 2, 3]), 1, 0);
+        assert_eq!(second.plainly, Some(Held { head: true }));
+        assert_eq!(second.head_release, Some(Held { head: true }));
+    }
+
+    #[test]
+    fn readers_behind_a_released_writer_hold_and_only_the_first_is_the_head() {
+        use Turn::Held;
+        // R0 W1 R2 R3: R3 watches W1.
+        let r3 = once_gone(RW, rw_queue("RWRR"), 3, 1);
+        // Whichever way W1 goes, no writer is left ahead of R3; R0 or R2 still are.
+        assert_eq!(r3.plainly, Some(Held { head: false }));
+        assert_eq!(r3.head_release, Some(Held { head: false }), "R2 is ahead");
+        let r2 = once_gone(RW, rw_queue("RWRR"), 2, 1);
+        assert_eq!(r2.head_release, Some(Held { head: true }));
+        // W0 R1 W2: W2 watches R1, which is no head; after a plain deletion W0 is left.
+        let w2 = once_gone(RW, rw_queue("WRW"), 2, 1);
+        assert_eq!(w2.plainly, None);
+        assert_eq!(w2.head_release, Some(Held { head: true }));
     }
 
     #[test]
