@@ -13,39 +13,43 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// The addresses of the servers in a connect string (`host:port,host:port/chroot`); names are
-/// resolved (off the runtime's threads).
-pub(crate) async fn servers(connect: &str) -> Vec<SocketAddr> {
+/// resolved off the runtime's threads, and given up (none) after `within`: a name server that
+/// does not answer must not hold up a session.
+pub(crate) async fn servers(connect: &str, within: Duration) -> Vec<SocketAddr> {
     let hosts = connect.split('/').next().unwrap_or_default().to_owned();
-    tokio::task::spawn_blocking(move || {
+    let resolve = tokio::task::spawn_blocking(move || {
         use std::net::ToSocketAddrs;
         hosts
             .split(',')
             .filter_map(|host| host.trim().to_socket_addrs().ok())
             .flatten()
             .collect()
-    })
-    .await
-    .unwrap_or_default()
+    });
+    match tokio::time::timeout(within, resolve).await {
+        Ok(Ok(servers)) => servers,
+        _ => Vec::new(),
+    }
 }
 
-/// The process's TCP connections to some servers, as (local, peer) address pairs.
+/// The process's TCP connections, as (local, peer) address pairs.
 #[derive(Debug, Default)]
 pub(crate) struct Connections(HashSet<(SocketAddr, SocketAddr)>);
 
 impl Connections {
-    /// The connections to `servers` now.
-    pub fn to(servers: &[SocketAddr]) -> Connections {
-        Connections(sys::connections(servers).into_iter().map(|c| c.1).collect())
+    /// The connections now.
+    pub fn now() -> Connections {
+        Connections(sys::connections().into_iter().map(|c| c.1).collect())
     }
 
     /// Sets `TCP_NODELAY` on the connections to `servers` that were not there at `self`;
     /// returns how many.
     pub fn set_nodelay_on_new(&self, servers: &[SocketAddr]) -> usize {
-        sys::connections(servers)
+        sys::connections()
             .into_iter()
-            .filter(|(_, addrs)| !self.0.contains(addrs))
+            .filter(|(_, addrs)| servers.contains(&addrs.1) && !self.0.contains(addrs))
             .filter(|(fd, _)| sys::set_nodelay(*fd))
             .count()
     }
@@ -56,8 +60,8 @@ mod sys {
     use std::net::SocketAddr;
     use std::os::fd::{BorrowedFd, RawFd};
 
-    /// Open TCP sockets connected to one of `servers`: (fd, (local, peer)).
-    pub fn connections(servers: &[SocketAddr]) -> Vec<(RawFd, (SocketAddr, SocketAddr))> {
+    /// The open, connected TCP sockets: (fd, (local, peer)).
+    pub fn connections() -> Vec<(RawFd, (SocketAddr, SocketAddr))> {
         let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
             return Vec::new();
         };
@@ -66,9 +70,6 @@ mod sys {
                 let socket = borrow(fd);
                 let socket = socket2::SockRef::from(&socket);
                 let peer = socket.peer_addr().ok()?.as_socket()?;
-                if !servers.contains(&peer) {
-                    return None;
-                }
                 Some((fd, (socket.local_addr().ok()?.as_socket()?, peer)))
             })
             .collect()
@@ -83,7 +84,8 @@ mod sys {
     fn borrow(fd: RawFd) -> BorrowedFd<'static> {
         // SAFETY: the descriptor is only used for getsockname, getpeername and setsockopt
         // right away. Closed meanwhile, they fail (EBADF); reused meanwhile, they act on
-        // whatever it is now, and the peer address is checked before anything is set.
+        // whatever it is now (setting TCP_NODELAY on a new connection to the same server at
+        // worst).
         unsafe { BorrowedFd::borrow_raw(fd) }
     }
 }
@@ -92,7 +94,7 @@ mod sys {
 mod sys {
     use std::net::SocketAddr;
 
-    pub fn connections(_: &[SocketAddr]) -> Vec<(i32, (SocketAddr, SocketAddr))> {
+    pub fn connections() -> Vec<(i32, (SocketAddr, SocketAddr))> {
         Vec::new()
     }
 
@@ -107,7 +109,11 @@ mod tests {
 
     #[tokio::test]
     async fn resolves_every_host_of_a_connect_string_without_the_chroot() {
-        let servers = servers("127.0.0.1:2181,127.0.0.2:2182/app/locks").await;
+        let servers = servers(
+            "127.0.0.1:2181,127.0.0.2:2182/app/locks",
+            Duration::from_secs(5),
+        )
+        .await;
         assert_eq!(
             servers,
             [
@@ -125,7 +131,7 @@ mod tests {
         let other = TcpListener::bind("127.0.0.1:0").unwrap();
         let servers = [server.local_addr().unwrap()];
         let old = TcpStream::connect(servers[0]).unwrap();
-        let before = Connections::to(&servers);
+        let before = Connections::now();
         let new = TcpStream::connect(servers[0]).unwrap();
         let elsewhere = TcpStream::connect(other.local_addr().unwrap()).unwrap();
         assert_eq!(before.set_nodelay_on_new(&servers), 1);

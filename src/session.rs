@@ -177,15 +177,14 @@ impl SessionOptions {
     /// The servers' addresses, when their connections get `TCP_NODELAY`.
     async fn nodelay_servers(&self) -> Option<Vec<SocketAddr>> {
         if self.tcp_nodelay {
-            Some(nodelay::servers(&self.connect).await)
+            Some(nodelay::servers(&self.connect, self.connection_timeout).await)
         } else {
             None
         }
     }
 
     async fn open(&self) -> Result<zk::Client> {
-        let servers = self.nodelay_servers().await;
-        let before = servers.as_deref().map(Connections::to);
+        let before = self.tcp_nodelay.then(Connections::now);
         let mut connector = zk::Client::connector()
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
@@ -202,7 +201,7 @@ impl SessionOptions {
             Ok(Err(zk::Error::AuthFailed)) => Err(Error::AuthFailed),
             Ok(Err(err)) => Err(Error::Zk(err)),
             Ok(Ok(client)) => {
-                if let (Some(before), Some(servers)) = (before, servers) {
+                if let (Some(before), Some(servers)) = (before, self.nodelay_servers().await) {
                     let set = before.set_nodelay_on_new(&servers);
                     debug!(connections = set, "TCP_NODELAY set");
                 }
@@ -613,7 +612,7 @@ async fn supervise(
     current: watch::Sender<Option<Arc<Epoch>>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Resolved once: a reconnect must not wait for a name server.
+    // Resolved once (bounded): a reconnect must not wait for a name server.
     let nodelay_servers = options.nodelay_servers().await;
     loop {
         let span = info_span!("session", session_id = format_args!("{:#x}", epoch.id));
@@ -700,7 +699,7 @@ async fn follow(
     // The connections to the servers since ours was last set up: when the client is back
     // (it reconnects by itself, often before we hear it was gone), its new connection is
     // among those that appeared since.
-    let mut known = nodelay_servers.map(Connections::to);
+    let mut known = nodelay_servers.map(|_| Connections::now());
     loop {
         let give_up = suspended_since.map(|t| t + epoch.timeout);
         tokio::select! {
@@ -716,7 +715,7 @@ async fn follow(
                     if let (Some(before), Some(servers)) = (&known, nodelay_servers) {
                         let set = before.set_nodelay_on_new(servers);
                         debug!(connections = set, "TCP_NODELAY set");
-                        known = Some(Connections::to(servers));
+                        known = Some(Connections::now());
                     }
                     suspended_since = None;
                     epoch.set(EpochState::Live);
