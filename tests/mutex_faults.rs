@@ -381,20 +381,10 @@ async fn a_deleted_and_recreated_root_is_refused_instead_of_restarting_tokens() 
 /// root; the anchor child keeps it from being reaped (and its sequence from restarting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_root_is_anchored_and_never_reaped() {
-    if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
-        println!("not run: needs its own server with a fast container reaper ({reason})");
+    let Some((server, raw)) = support::fast_reaper_server().await else {
         return;
-    }
-    let server = zk_testcontainers::ZkServer::start_with(
-        zk_testcontainers::ServerOptions::default().with_env(
-            "ZK_JAVA_OPTS",
-            "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
-        ),
-    )
-    .await
-    .unwrap();
+    };
     let connect = server.connect_string();
-    let raw = zkc::Client::connect(&connect).await.unwrap();
     let container = zkc::CreateMode::Container.with_acls(zkc::Acls::anyone_all());
     let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
     // Control: an emptied container is reaped by this server within moments.
@@ -403,16 +393,7 @@ async fn a_container_root_is_anchored_and_never_reaped() {
         .await
         .unwrap();
     raw.delete("/control/child", None).await.unwrap();
-    within("the control container to be reaped", 20, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat("/control").await.unwrap();
-            if stat.is_none() {
-                return;
-            }
-            watcher.changed().await;
-        }
-    })
-    .await;
+    support::wait_deleted(&raw, "/control").await;
 
     raw.create("/locks", &[], &container).await.unwrap();
     let session = Session::connect(SessionOptions::new(connect.clone()))

@@ -189,20 +189,10 @@ async fn cancelled_acquisitions_leave_no_nodes() {
 /// same `ZkSemaphore` value keeps granting leases after the directory is reaped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_survive_a_reaped_container_directory() {
-    if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
-        println!("not run: needs its own server with a fast container reaper ({reason})");
+    let Some((server, raw)) = support::fast_reaper_server().await else {
         return;
-    }
-    let server = zk_testcontainers::ZkServer::start_with(
-        zk_testcontainers::ServerOptions::default().with_env(
-            "ZK_JAVA_OPTS",
-            "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
-        ),
-    )
-    .await
-    .unwrap();
+    };
     let connect = server.connect_string();
-    let raw = zookeeper_client::Client::connect(&connect).await.unwrap();
     let container =
         zookeeper_client::CreateMode::Container.with_acls(zookeeper_client::Acls::anyone_all());
     // As Curator's InterProcessSemaphoreV2 leaves them.
@@ -214,16 +204,8 @@ async fn leases_survive_a_reaped_container_directory() {
     let semaphore = ZkSemaphore::new(&session, "/pool", 2).unwrap();
     let lease = semaphore.acquire().await.unwrap();
     lease.release().await.unwrap();
-    within("the emptied leases directory to be reaped", 20, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat("/pool/leases").await.unwrap();
-            if stat.is_none() {
-                return;
-            }
-            watcher.changed().await;
-        }
-    })
-    .await;
+    // Emptied: the reaper deletes it.
+    support::wait_deleted(&raw, "/pool/leases").await;
     let (first, second) = within("two leases after the reaping", 20, async {
         (
             semaphore.acquire().await.unwrap(),

@@ -208,3 +208,39 @@ fn init_tracing() {
         counter
     });
 }
+
+/// A server of the test's own whose container reaper runs every 100 ms, and a raw client on
+/// it; `None` (saying why) where no such server can be started.
+pub async fn fast_reaper_server() -> Option<(zk_testcontainers::ZkServer, zookeeper_client::Client)>
+{
+    if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
+        println!("not run: needs its own server with a fast container reaper ({reason})");
+        return None;
+    }
+    let server = zk_testcontainers::ZkServer::start_with(
+        zk_testcontainers::ServerOptions::default().with_env(
+            "ZK_JAVA_OPTS",
+            "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
+        ),
+    )
+    .await
+    .unwrap();
+    let raw = zookeeper_client::Client::connect(&server.connect_string())
+        .await
+        .unwrap();
+    Some((server, raw))
+}
+
+/// Waits, on its watch events, until `path` is gone.
+pub async fn wait_deleted(client: &zookeeper_client::Client, path: &str) {
+    within(&format!("{path} to be deleted"), 20, async {
+        loop {
+            let (stat, watcher) = client.check_and_watch_stat(path).await.unwrap();
+            if stat.is_none() {
+                return;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await;
+}
