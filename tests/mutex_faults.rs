@@ -26,12 +26,7 @@ async fn an_expired_holder_loses_and_the_next_waiter_acquires() {
     let raw = zk.raw().await;
     wait_children(&raw, ROOT, 2).await;
     let expired_id = holder.session_id().unwrap();
-    expire_session(
-        &zk.connect,
-        &holder.client().await.unwrap().session().clone(),
-    )
-    .await
-    .unwrap();
+    expire(&zk, &holder).await;
 
     assert_eq!(
         within("lost() after expiry", 20, guard.lost()).await,
@@ -62,18 +57,13 @@ async fn an_expired_holder_loses_and_the_next_waiter_acquires() {
 async fn a_waiter_whose_session_expires_enqueues_again_and_leaves_nothing_behind() {
     let zk = Zk::start("expire-waiter").await;
     let raw = zk.raw().await;
-    let holder = zk.session().await;
-    let guard = std::sync::Arc::new(ZkMutex::new(&holder, ROOT).unwrap())
-        .lock_owned()
-        .await
-        .unwrap();
+    let guard = hold(&zk).await;
     let waiter = zk.session().await;
     let mutex = ZkMutex::new(&waiter, ROOT).unwrap();
     let waiting = tokio::spawn(lock_once(mutex));
     wait_children(&raw, ROOT, 2).await;
     let old_id = waiter.session_id().unwrap();
-    let info = waiter.client().await.unwrap().session().clone();
-    expire_session(&zk.connect, &info).await.unwrap();
+    expire(&zk, &waiter).await;
     // The expired node goes, the waiter enqueues again on its new session.
     let mut states = waiter.watch_state();
     let renewed = states
@@ -97,11 +87,7 @@ async fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for
     let zk = Zk::start("plain-deletions").await;
     let counter = events();
     let raw = zk.raw().await;
-    let holder = zk.session().await;
-    let guard = std::sync::Arc::new(ZkMutex::new(&holder, ROOT).unwrap())
-        .lock_owned()
-        .await
-        .unwrap();
+    let guard = hold(&zk).await;
     let first = zk.session().await;
     let first_mutex = ZkMutex::new(&first, ROOT).unwrap();
     let cancelled = tokio::spawn(async move { first_mutex.lock().await.map(|_| ()) });
@@ -116,8 +102,7 @@ async fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for
 
     cancelled.abort();
     counter.wait_for("listing again", listed + 1).await;
-    let info = second.client().await.unwrap().session().clone();
-    expire_session(&zk.connect, &info).await.unwrap();
+    expire(&zk, &second).await;
     counter.wait_for("listing again", listed + 2).await;
     // The second waiter enqueues again on its new session, behind the third.
     wait_children(&raw, ROOT, 3).await;
@@ -429,6 +414,21 @@ async fn an_unreachable_ensemble_is_a_typed_error_not_a_hang() {
     .unwrap_err();
     assert!(matches!(err, Error::Unreachable { .. }), "{err}");
     assert!(started.elapsed() < scaled(Duration::from_secs(5)));
+}
+
+/// Holds the lock on a session of its own (kept alive by the guard).
+async fn hold(zk: &Zk) -> zk_recipes::OwnedZkMutexGuard {
+    let session = zk.session().await;
+    std::sync::Arc::new(ZkMutex::new(&session, ROOT).unwrap())
+        .lock_owned()
+        .await
+        .unwrap()
+}
+
+/// Expires `session`'s current ZooKeeper session on the server.
+async fn expire(zk: &Zk, session: &Session) {
+    let info = session.client().await.unwrap().session().clone();
+    expire_session(&zk.connect, &info).await.unwrap();
 }
 
 /// Locks, notes the token and the session of the grant, releases.
