@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Builds the local ZooKeeper image (default tag zk-recipes/zookeeper:3.8) without any registry:
 # a debootstrap root file system from Debian's packages (ZooKeeper 3.8 from libzookeeper-java and
-# a headless JRE), imported into Docker. Idempotent: an existing image is reused unless --force.
+# a headless JRE), imported into Docker. Idempotent: an existing image is reused unless --force,
+# or unless it was built from an older revision of this directory (the `revision` file, recorded
+# in the image as the label zk-recipes.image-revision; bump it when the image changes).
+#
+# ZooKeeper's data directory /var/lib/zookeeper is a volume, as the official image's /data and
+# /datalog are: the server fsyncs its transaction log on every write, and in a container's own
+# layer that goes through the storage driver (fuse-overlayfs on some hosts, where one write took
+# 0.86-0.95 ms against 0.70-0.76 ms on a volume, measured with the benchmark's floor).
 #
 # The Debian mirror is read from this machine's apt configuration (override: ZK_DEBIAN_MIRROR).
 # Needs root (debootstrap) and a running Docker Engine.
@@ -16,9 +23,14 @@ if ! docker info >/dev/null 2>&1; then
     echo "build.sh: the Docker Engine does not answer (is it running, may this user use it?)" >&2
     exit 1
 fi
+revision=$(cat "$here/revision")
 if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
-    echo "build.sh: image $tag exists; reusing it"
-    exit 0
+    built=$(docker image inspect -f '{{ index .Config.Labels "zk-recipes.image-revision" }}' "$tag")
+    if [ "$built" = "$revision" ]; then
+        echo "build.sh: image $tag (revision $revision) exists; reusing it"
+        exit 0
+    fi
+    echo "build.sh: image $tag is of revision '${built:-none}', not $revision; rebuilding it"
 fi
 
 . /etc/os-release
@@ -64,6 +76,8 @@ tar -C "$root" -c . | docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'EXPOSE 2181 2888 3888' \
     --change 'WORKDIR /var/lib/zookeeper' \
+    --change 'VOLUME /var/lib/zookeeper' \
+    --change "LABEL zk-recipes.image-revision=$revision" \
     - "$tag" >/dev/null
 echo "build.sh: built $tag in $(( $(date +%s) - start )) s"
 docker image ls "$tag"

@@ -69,7 +69,14 @@ pub async fn ensure_image(image: &str) -> Result<(), HarnessError> {
     }
 }
 
-/// Whether `image` is available locally after building the default image if needed.
+/// The revision of `image/` that [`DEFAULT_IMAGE`] must be built from: `build.sh` records it in
+/// the image's `zk-recipes.image-revision` label, and an image with another one is rebuilt.
+fn revision() -> &'static str {
+    include_str!("../image/revision").trim()
+}
+
+/// Whether `image` is available locally after building the default image if needed (or
+/// rebuilding it when it was built from an older revision of `image/`).
 pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
     let docker = docker::client().await?;
     if present(&docker, image).await? {
@@ -101,13 +108,22 @@ pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
         Ok(true)
     } else {
         Err(HarnessError::ImageBuild(format!(
-            "build.sh succeeded but {image} is still not listed by Docker"
+            "build.sh succeeded but Docker lists no {image} of revision {}",
+            revision()
         )))
     }
 }
 
+/// Whether `image` is present locally; for [`DEFAULT_IMAGE`], built from the current revision.
 async fn present(docker: &Docker, image: &str) -> Result<bool, HarnessError> {
     match docker.inspect_image(image).await {
+        Ok(found) if image == DEFAULT_IMAGE => {
+            let built = found
+                .config
+                .and_then(|c| c.labels)
+                .and_then(|mut labels| labels.remove("zk-recipes.image-revision"));
+            Ok(built.as_deref() == Some(revision()))
+        }
         Ok(_) => Ok(true),
         Err(testcontainers::bollard::errors::Error::DockerResponseServerError {
             status_code: 404,
@@ -128,7 +144,7 @@ async fn blocking<T: Send + 'static>(
 /// Runs `build.sh` (the caller holds the lock).
 fn build(script: &Path) -> Result<(), HarnessError> {
     eprintln!(
-        "zk-testcontainers: {DEFAULT_IMAGE} is missing; building it with {} (about a minute)",
+        "zk-testcontainers: {DEFAULT_IMAGE} is missing or out of date; building it with {} (about a minute)",
         script.display()
     );
     let output = Command::new("bash")

@@ -5,7 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, container_exists, eventually, not_run, wait_for_state, PERSISTENT};
+use common::{
+    connect, container_exists, container_volumes, eventually, not_run, volume_exists,
+    wait_for_state, PERSISTENT,
+};
 use zk_testcontainers::{expire_session, scaled, test_server, ServerMode, ZkServer};
 use zookeeper_client::SessionState;
 
@@ -198,7 +201,8 @@ async fn disconnect_cuts_the_client_and_reconnect_restores_it() {
         .unwrap();
 }
 
-/// The container goes away with its handle, also when the owner panics.
+/// The container goes away with its handle, also when the owner panics, and so does the
+/// volume that holds the server's data.
 #[tokio::test]
 async fn container_is_removed_on_drop_and_on_panic() {
     if not_run() {
@@ -207,8 +211,19 @@ async fn container_is_removed_on_drop_and_on_panic() {
     let server = ZkServer::start().await.unwrap();
     let name = server.container_name().to_owned();
     assert!(container_exists(&name).await);
+    let volumes = container_volumes(&name).await;
+    assert!(
+        !volumes.is_empty(),
+        "{name} keeps its data in its own layer, not on a volume"
+    );
     drop(server);
     assert!(!container_exists(&name).await, "{name} survived its handle");
+    for volume in volumes {
+        assert!(
+            !volume_exists(&volume).await,
+            "volume {volume} of {name} survived its handle"
+        );
+    }
 
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {

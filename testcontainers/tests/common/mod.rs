@@ -75,6 +75,37 @@ pub async fn container_exists(name: &str) -> bool {
     }
 }
 
+/// The names of the volumes mounted in a container.
+pub async fn container_volumes(name: &str) -> Vec<String> {
+    let docker = testcontainers::core::client::docker_client_instance()
+        .await
+        .unwrap();
+    let container = docker
+        .inspect_container(name, None)
+        .await
+        .unwrap_or_else(|e| panic!("inspecting container {name}: {e}"));
+    container
+        .mounts
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.name)
+        .collect()
+}
+
+/// Whether Docker still knows a volume by this name.
+pub async fn volume_exists(name: &str) -> bool {
+    let docker = testcontainers::core::client::docker_client_instance()
+        .await
+        .unwrap();
+    match docker.inspect_volume(name).await {
+        Ok(_) => true,
+        Err(DockerError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => false,
+        Err(e) => panic!("inspecting volume {name}: {e}"),
+    }
+}
+
 /// Whether Docker still knows a network by this name.
 pub async fn network_exists(name: &str) -> bool {
     let docker = testcontainers::core::client::docker_client_instance()
