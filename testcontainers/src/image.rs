@@ -7,7 +7,8 @@ use testcontainers::bollard::Docker;
 
 use crate::{docker, HarnessError};
 
-/// The image built by `image/build.sh`: ZooKeeper 3.8 from Debian, no registry needed.
+/// The image built by `image/build.sh`: ZooKeeper 3.8 from Debian, no registry needed. Its
+/// data directory `/var/lib/zookeeper` is a volume.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {

@@ -60,9 +60,12 @@
 //! Containers are created through `testcontainers` (the harness's own `bollard` calls go
 //! through the same client) on the local Docker Engine. Images are never pulled when present;
 //! the default image is built locally from Debian packages by `image/build.sh` the first time
-//! it is needed (once, even with many test processes). Each server publishes only its client
-//! port, on `127.0.0.1`, at a host port fixed for its lifetime. Everything is removed when the
-//! handles drop; what a killed test process leaves behind is removed by the next run.
+//! it is needed (once, even with many test processes), and rebuilt when `image/` has changed
+//! since (its `revision` file). Each server publishes only its client port, on `127.0.0.1`, at a
+//! host port fixed for its lifetime, and keeps its data on an anonymous volume, as the official
+//! image does: a server syncs its log on every write, and a container's own layer can make that
+//! much slower (a FUSE storage driver, for one). Everything, volumes included, is removed when
+//! the handles drop; what a killed test process leaves behind is removed by the next run.
 
 #![warn(missing_docs)]
 
