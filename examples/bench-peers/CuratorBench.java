@@ -13,9 +13,15 @@
 // counts when its grant falls in the window, latencies when the whole acquire does. Acquire
 // latency is from calling acquire() to its return; handoff is from the holder's call to release()
 // to the next holder's return from acquire() (one process, one clock). Process CPU time (every JVM
-// thread: ours, Curator's, ZooKeeper's, JIT and GC) is read around the window.
+// thread: ours, Curator's, ZooKeeper's, JIT and GC) is read around the window, and so are the
+// server's log syncs (`mntr`) and last zxid (`srvr`), as on the Rust side.
 
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.lang.management.ManagementFactory;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -151,6 +157,7 @@ public final class CuratorBench {
             t.start();
         }
         Thread.sleep(warmupMs);
+        long[] log0 = logCounters();
         long cpu0 = cpuNanos();
         long start = System.nanoTime();
         windowStart = start;
@@ -158,6 +165,7 @@ public final class CuratorBench {
         Thread.sleep(measureMs);
         long cpu1 = cpuNanos();
         long end = System.nanoTime();
+        long[] log1 = logCounters();
         stop = true;
         for (Thread t : threads) {
             t.join(30_000);
@@ -193,6 +201,10 @@ public final class CuratorBench {
         out.append(",\"acquire_samples\":").append(acquire.size);
         out.append(",\"handoff_samples\":").append(handoff.size);
         out.append(",\"cpu_ms\":").append((cpu1 - cpu0) / 1e6);
+        if (log0 != null && log1 != null) {
+            out.append(",\"log_syncs\":").append(log1[0] - log0[0]);
+            out.append(",\"log_writes\":").append(log1[1] - log0[1]);
+        }
         out.append(",\"violations\":").append(violations);
         if (error != null) {
             out.append(",\"error\":\"").append(error.replace("\\", "\\\\").replace("\"", "'")).append('"');
@@ -200,6 +212,47 @@ public final class CuratorBench {
         out.append('}');
         System.out.println(out);
         System.out.flush();
+    }
+
+    /**
+     * The server's log syncs so far (`zk_cnt_sync_processor_batch_size` of `mntr`) and its last
+     * zxid (`srvr`); null when it does not answer them (same as examples/bench/zk.rs).
+     */
+    private static long[] logCounters() {
+        try {
+            Long syncs = null;
+            for (String line : fourLetter("mntr").split("\n")) {
+                if (line.startsWith("zk_cnt_sync_processor_batch_size")) {
+                    syncs = Long.parseLong(line.substring(line.indexOf('\t') + 1).trim());
+                }
+            }
+            Long zxid = null;
+            for (String line : fourLetter("srvr").split("\n")) {
+                if (line.startsWith("Zxid: 0x")) {
+                    zxid = Long.parseUnsignedLong(line.substring("Zxid: 0x".length()).trim(), 16);
+                }
+            }
+            return syncs == null || zxid == null ? null : new long[] {syncs, zxid};
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    /** A four-letter word to the first server of the connect string. */
+    private static String fourLetter(String word) throws Exception {
+        String hostPort = connect.split("/")[0].split(",")[0].trim();
+        int colon = hostPort.lastIndexOf(':');
+        try (Socket socket = new Socket(hostPort.substring(0, colon),
+                Integer.parseInt(hostPort.substring(colon + 1)))) {
+            socket.setSoTimeout(5000);
+            OutputStream out = socket.getOutputStream();
+            out.write(word.getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = socket.getInputStream();
+            ByteArrayOutputStream reply = new ByteArrayOutputStream();
+            in.transferTo(reply);
+            return reply.toString(StandardCharsets.UTF_8);
+        }
     }
 
     /** Nearest-rank percentile in microseconds; -1 without samples (same rule as examples/bench/measure.rs). */

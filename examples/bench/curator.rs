@@ -133,6 +133,10 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
                 acquire: latency("acquire_p50_us", "acquire_p99_us", "acquire_samples"),
                 handoff: latency("handoff_p50_us", "handoff_p99_us", "handoff_samples"),
                 cpu_ms: num("cpu_ms").unwrap_or(0.0),
+                log: num("log_syncs")
+                    .zip(num("log_writes"))
+                    .filter(|&(s, w)| s >= 0.0 && w >= 0.0)
+                    .map(|(s, w)| (s as u64, w as u64)),
                 violations: num("violations").unwrap_or(0.0) as u64,
                 error: map.get("error").and_then(|e| e.as_str().map(str::to_owned)),
             },

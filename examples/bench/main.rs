@@ -33,6 +33,10 @@
 //!   - 64 locks x 4 contenders (4 sessions, each contending on all 64 locks): cycles/s;
 //!   - client CPU per 1,000 cycles (`/proc/self/stat` around the measurement window; for the
 //!     Java peer, the JVM's process CPU time, JIT and GC included);
+//!   - the server's transaction-log syncs per cycle and writes per sync in the window (the
+//!     sync count of `mntr`, `zk_cnt_sync_processor_batch_size`, and the zxid of `srvr`, read
+//!     around the window on both sides): the server syncs its log on one thread, so a cycle
+//!     costs at least its syncs, and the 8-contender cycle is printed against them;
 //! - 1,000 waiters on one lock, on one session, in a fresh child process each (so one
 //!   workload's freed memory does not flatter the next): RSS delta per waiter
 //!   (`/proc/self/status`) once ZooKeeper reports every waiter's watch (`wchs`), and for

@@ -176,6 +176,8 @@ impl Report {
                     ("acquire p50", |f| fmt_ms(f.acquire.p50)),
                     ("acquire p99", |f| fmt_ms(f.acquire.p99)),
                     ("CPU/1k cycles", |f| fmt_dec(f.cpu_ms_per_1000(), 1)),
+                    ("log syncs/cycle", |f| fmt_dec(f.syncs_per_cycle(), 2)),
+                    ("writes/log sync", |f| fmt_dec(f.writes_per_sync(), 2)),
                 ],
             ),
             (
@@ -189,6 +191,8 @@ impl Report {
                     ("handoff p50", |f| fmt_ms(f.handoff.p50)),
                     ("handoff p99", |f| fmt_ms(f.handoff.p99)),
                     ("CPU/1k cycles", |f| fmt_dec(f.cpu_ms_per_1000(), 1)),
+                    ("log syncs/cycle", |f| fmt_dec(f.syncs_per_cycle(), 2)),
+                    ("writes/log sync", |f| fmt_dec(f.writes_per_sync(), 2)),
                 ],
             ),
             (
@@ -198,6 +202,8 @@ impl Report {
                 vec![
                     ("cycles/s", |f| fmt_num(f.cycles_per_s())),
                     ("CPU/1k cycles", |f| fmt_dec(f.cpu_ms_per_1000(), 1)),
+                    ("log syncs/cycle", |f| fmt_dec(f.syncs_per_cycle(), 2)),
+                    ("writes/log sync", |f| fmt_dec(f.writes_per_sync(), 2)),
                 ],
             ),
         ];
@@ -277,6 +283,31 @@ impl Report {
             ratio(o.uncontended.acquire.p50, floor_set.p50),
             ratio(o.uncontended.acquire.p50, floor_create.p50),
             ratio(o.contended.handoff.p50, floor_set.p50),
+        );
+        // The server syncs its log on one thread, one sync after another: a cycle can take no
+        // less than its log syncs, each about one write round trip when nothing else waits.
+        let vs_log = |f: Option<&Figures>| -> String {
+            let Some(f) = f else { return "-".into() };
+            match (f.cycles_per_s(), f.syncs_per_cycle(), floor_set.p50) {
+                (Some(cps), Some(syncs), Some(write)) if cps > 0.0 && syncs > 0.0 => {
+                    let cycle_ms = 1000.0 / cps;
+                    let log_ms = syncs * write / 1000.0;
+                    format!(
+                        "{cycle_ms:.2} ms = {:.2}x ({syncs:.2} syncs x {:.2})",
+                        cycle_ms / log_ms,
+                        write / 1000.0
+                    )
+                }
+                _ => "-".into(),
+            }
+        };
+        let _ = writeln!(
+            t,
+            "8 contenders, cycle vs the server's log syncs x one write: zk-recipes {} | \
+             Client::lock {} | Curator {}",
+            vs_log(Some(&o.contended)),
+            vs_log(Some(&c.contended)),
+            vs_log(self.curator("contended8")),
         );
         let rt = &self.round_trips;
         let _ = writeln!(

@@ -9,7 +9,7 @@ use crate::census::Census;
 use crate::json::{obj, Json};
 use crate::locks::{Conn, Lib, Locker};
 use crate::measure::{cpu_time, latency_json, now_ns, Latency};
-use crate::zk::mkdir;
+use crate::zk::{log_counters, log_delta, mkdir};
 
 /// What a throughput workload measured.
 #[derive(Clone, Debug, Default)]
@@ -19,11 +19,25 @@ pub struct Figures {
     pub acquire: Latency,
     pub handoff: Latency,
     pub cpu_ms: f64,
+    /// The server's log syncs (fsyncs) and writes in the window, when it reports them.
+    pub log: Option<(u64, u64)>,
     pub violations: u64,
     pub error: Option<String>,
 }
 
 impl Figures {
+    /// The server's log syncs per cycle: each costs one fsync on its single sync thread.
+    pub fn syncs_per_cycle(&self) -> Option<f64> {
+        let (syncs, _) = self.log?;
+        (self.cycles > 0 && self.error.is_none()).then(|| syncs as f64 / self.cycles as f64)
+    }
+
+    /// The server's writes per log sync (1.0: every write waited for a sync of its own).
+    pub fn writes_per_sync(&self) -> Option<f64> {
+        let (syncs, writes) = self.log?;
+        (syncs > 0 && self.error.is_none()).then(|| writes as f64 / syncs as f64)
+    }
+
     pub fn cycles_per_s(&self) -> Option<f64> {
         (self.seconds > 0.0 && self.error.is_none()).then(|| self.cycles as f64 / self.seconds)
     }
@@ -42,6 +56,10 @@ pub fn figures_json(f: &Figures) -> Json {
         ("handoff", latency_json(&f.handoff)),
         ("cpu_ms", Json::Num(f.cpu_ms)),
         ("cpu_ms_per_1000_cycles", Json::opt(f.cpu_ms_per_1000())),
+        ("server_log_syncs", Json::opt(f.log.map(|(s, _)| s as f64))),
+        ("server_writes", Json::opt(f.log.map(|(_, w)| w as f64))),
+        ("server_log_syncs_per_cycle", Json::opt(f.syncs_per_cycle())),
+        ("server_writes_per_log_sync", Json::opt(f.writes_per_sync())),
         ("overlapping_holders", Json::Num(f.violations as f64)),
         ("error", f.error.clone().map_or(Json::Null, Json::Str)),
     ])
@@ -179,16 +197,19 @@ pub async fn run_locks(
         }
     }
     tokio::time::sleep(args.warmup).await;
+    let log0 = log_counters(connect).await;
     let cpu0 = cpu_time();
     let start = now_ns();
     let end = start + args.measure.as_nanos() as u64;
     let _ = window.bounds.set((start, end));
     tokio::time::sleep(args.measure).await;
     let cpu1 = cpu_time();
+    let log1 = log_counters(connect).await;
     window.stop.store(true, Ordering::SeqCst);
     let mut figures = Figures {
         seconds: args.measure.as_secs_f64(),
         cpu_ms: (cpu1 - cpu0).as_secs_f64() * 1000.0,
+        log: log_delta(log0, log1),
         ..Figures::default()
     };
     let (mut acquire, mut handoff) = (Vec::new(), Vec::new());

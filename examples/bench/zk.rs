@@ -66,3 +66,32 @@ pub async fn total_watches(connect: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix("Total watches:"))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// The server's transaction-log counters at one moment: how many times its sync thread has
+/// flushed the log (`zk_cnt_sync_processor_batch_size` of `mntr`: one fsync each), and its last
+/// zxid (`srvr`), which counts the writes (one per transaction, within an epoch).
+#[derive(Clone, Copy, Debug)]
+pub struct LogCounters {
+    pub syncs: u64,
+    pub zxid: u64,
+}
+
+/// The log's counters now; `None` when the server does not answer `mntr` and `srvr`.
+pub async fn log_counters(connect: &str) -> Option<LogCounters> {
+    let (mntr, srvr) = tokio::join!(four_letter(connect, "mntr"), four_letter(connect, "srvr"));
+    let syncs = mntr?.lines().find_map(|l| {
+        l.strip_prefix("zk_cnt_sync_processor_batch_size")
+            .and_then(|v| v.trim().parse().ok())
+    })?;
+    let zxid = srvr?.lines().find_map(|l| {
+        l.strip_prefix("Zxid: 0x")
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    })?;
+    Some(LogCounters { syncs, zxid })
+}
+
+/// Log syncs and writes between two readings.
+pub fn log_delta(before: Option<LogCounters>, after: Option<LogCounters>) -> Option<(u64, u64)> {
+    let (b, a) = (before?, after?);
+    Some((a.syncs.checked_sub(b.syncs)?, a.zxid.checked_sub(b.zxid)?))
+}
