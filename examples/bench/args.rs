@@ -18,6 +18,8 @@ pub struct Args {
     pub waiters: usize,
     /// Skip the Curator peer.
     pub no_java: bool,
+    /// The server keeps its data (and transaction log) in memory, not on a volume.
+    pub data_in_memory: bool,
     /// Only these libraries (`zk-recipes`, `client-lock`, `curator`); all when empty.
     pub only: Vec<String>,
     /// Only these workloads (`uncontended`, `contended8`, `locks64x4`, `waiters`); all when
@@ -45,6 +47,7 @@ impl Args {
             warmup: Duration::from_secs_f64(env_secs("BENCH_WARMUP_SECS", 1.0)),
             waiters: 1000,
             no_java: false,
+            data_in_memory: false,
             only: Vec::new(),
             workloads: Vec::new(),
             child: None,
@@ -63,6 +66,7 @@ impl Args {
                 "--warmup" => args.warmup = Duration::from_secs_f64(parse(&value(), &flag)),
                 "--waiters" => args.waiters = parse(&value(), &flag),
                 "--no-java" => args.no_java = true,
+                "--data-in-memory" => args.data_in_memory = true,
                 "--only" => args.only = value().split(',').map(str::to_owned).collect(),
                 "--workloads" => args.workloads = value().split(',').map(str::to_owned).collect(),
                 "--child-waiters" => {
@@ -108,7 +112,7 @@ pub fn usage(complaint: &str) -> ! {
     }
     eprintln!(
         "usage: cargo run --release --example bench -- [--json PATH] [--measure SECS] \
-         [--warmup SECS] [--waiters N] [--no-java] [--only zk-recipes,client-lock,curator] \
+         [--warmup SECS] [--waiters N] [--no-java] [--data-in-memory] [--only zk-recipes,client-lock,curator] \
          [--workloads uncontended,contended8,locks64x4,waiters]"
     );
     std::process::exit(2)

@@ -9,7 +9,9 @@
 //!
 //! Flags: `--json PATH` (also write the JSON there), `--measure SECS` (measurement window of
 //! each throughput workload, default 5), `--warmup SECS` (default 1), `--waiters N` (default
-//! 1000), `--no-java` (skip Curator), `--only LIBS` (a comma-separated subset of `zk-recipes`,
+//! 1000), `--no-java` (skip Curator), `--data-in-memory` (the server's data and transaction
+//! log on a `tmpfs` instead of a volume: a write then waits for no disk, which is not how a
+//! production server runs but shows the clients' own costs), `--only LIBS` (a comma-separated subset of `zk-recipes`,
 //! `client-lock`, `curator`), `--workloads LIST` (a subset of `uncontended`, `contended8`,
 //! `locks64x4`, `waiters`). `BENCH_MEASURE_SECS` / `BENCH_WARMUP_SECS` do the same as the
 //! flags.
@@ -120,10 +122,17 @@ async fn main() {
     let java_opts =
         std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
     let (server, connect) = match external {
-        Some(connect) => (None, connect),
+        Some(connect) => {
+            if args.data_in_memory {
+                eprintln!("bench: --data-in-memory has no effect with ZK_CONNECT");
+            }
+            (None, connect)
+        }
         None => {
             eprintln!("bench: starting ZooKeeper in Docker (zk-testcontainers), JVM {java_opts}");
-            let options = ServerOptions::default().with_env("ZK_JAVA_OPTS", &java_opts);
+            let options = ServerOptions::default()
+                .with_env("ZK_JAVA_OPTS", &java_opts)
+                .with_data_in_memory(args.data_in_memory);
             match ZkServer::start_with(options).await {
                 Ok(server) => {
                     let connect = server.connect_string();
@@ -147,8 +156,13 @@ async fn main() {
         .find_map(|l| l.strip_prefix("Mode:"))
         .map(|m| m.trim().to_owned())
         .unwrap_or_else(|| "?".into());
+    let data = if args.data_in_memory {
+        "data in memory (tmpfs)"
+    } else {
+        "data on a volume"
+    };
     let zookeeper = match &server {
-        Some(_) => format!("{version} ({mode}, Docker, JVM {java_opts})"),
+        Some(_) => format!("{version} ({mode}, Docker, {data}, JVM {java_opts})"),
         None => format!("{version} ({mode}, ZK_CONNECT)"),
     };
     eprintln!("bench: ZooKeeper {zookeeper} at {connect}");

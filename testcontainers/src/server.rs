@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use testcontainers::bollard::models::{
     NetworkConnectRequest, NetworkDisconnectRequest, PortBinding,
 };
-use testcontainers::core::IntoContainerPort;
+use testcontainers::core::{IntoContainerPort, Mount};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,7 +68,14 @@ pub struct ServerOptions {
     pub sync_limit: Duration,
     /// Extra environment variables for the container (they win over the harness's own).
     pub env: Vec<(String, String)>,
+    /// Keep the server's data (snapshots and transaction log) in memory, on a `tmpfs`, instead
+    /// of on a volume. Default `false`. See [`with_data_in_memory`](Self::with_data_in_memory).
+    pub data_in_memory: bool,
 }
+
+/// Where images keep ZooKeeper's data: the default image's data directory, and the official
+/// image's data and log directories.
+const DATA_DIRS: [&str; 3] = ["/var/lib/zookeeper", "/data", "/datalog"];
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -81,6 +88,7 @@ impl Default for ServerOptions {
             init_limit: Duration::from_secs(5),
             sync_limit: Duration::from_secs(3),
             env: Vec::new(),
+            data_in_memory: false,
         }
     }
 }
@@ -157,6 +165,24 @@ impl ServerOptions {
     /// ```
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Keeps the server's data in memory (a `tmpfs` over its data directories), so that a
+    /// write no longer waits for a disk: each write still syncs the transaction log, but the
+    /// sync costs next to nothing. That is not how a production server runs; it shows what a
+    /// client costs on top of the server's own work, and it suits tests that write a lot.
+    ///
+    /// Docker drops a `tmpfs` when its container stops, so the data does not survive
+    /// [`ZkMember::stop`](crate::ZkMember::stop) or [`ZkMember::kill`](crate::ZkMember::kill)
+    /// followed by `start_again`: the server comes back empty.
+    ///
+    /// ```
+    /// let opts = zk_testcontainers::ServerOptions::default().with_data_in_memory(true);
+    /// assert!(opts.data_in_memory);
+    /// ```
+    pub fn with_data_in_memory(mut self, in_memory: bool) -> Self {
+        self.data_in_memory = in_memory;
         self
     }
 
@@ -317,6 +343,13 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
         let request = match l.network {
             Some(network) => request.with_network(network),
             None => request,
+        };
+        let request = if l.opts.data_in_memory {
+            DATA_DIRS
+                .into_iter()
+                .fold(request, |r, dir| r.with_mount(Mount::tmpfs_mount(dir)))
+        } else {
+            request
         };
         match request.start().await {
             Ok(container) => {

@@ -9,7 +9,7 @@ use common::{
     connect, container_exists, container_volumes, eventually, not_run, volume_exists,
     wait_for_state, PERSISTENT,
 };
-use zk_testcontainers::{expire_session, scaled, test_server, ServerMode, ZkServer};
+use zk_testcontainers::{expire_session, scaled, test_server, ServerMode, ServerOptions, ZkServer};
 use zookeeper_client::SessionState;
 
 /// Also runs against `ZK_CONNECT`: it needs no fault injection.
@@ -234,6 +234,36 @@ async fn container_is_removed_on_drop_and_on_panic() {
     assert!(task.await.unwrap_err().is_panic());
     let name = rx.await.unwrap();
     assert!(!container_exists(&name).await, "{name} survived a panic");
+}
+
+/// With its data in memory, a server keeps it on a `tmpfs` (no volume) and loses it when
+/// killed, as documented.
+#[tokio::test]
+async fn data_in_memory_is_on_tmpfs_and_gone_after_a_kill() {
+    if not_run() {
+        return;
+    }
+    let options = ServerOptions::default().with_data_in_memory(true);
+    let server = ZkServer::start_with(options).await.unwrap();
+    let name = server.container_name().to_owned();
+    assert!(
+        container_volumes(&name).await.is_empty(),
+        "{name} has a volume although its data is in memory"
+    );
+    let client = connect(&server.connect_string(), Duration::from_secs(20)).await;
+    client
+        .create("/in-memory", b"1", &PERSISTENT)
+        .await
+        .unwrap();
+    assert_eq!(client.get_data("/in-memory").await.unwrap().0, b"1");
+
+    server.kill().await.unwrap();
+    server.start_again().await.unwrap();
+    let fresh = connect(&server.connect_string(), Duration::from_secs(10)).await;
+    assert!(
+        fresh.check_stat("/in-memory").await.unwrap().is_none(),
+        "data kept in memory survived a kill"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
