@@ -95,10 +95,11 @@ pub enum Error {
         permits: u32,
     },
 
-    /// The root's sequence counter reached the signed 32-bit wrap: the node we were given is
-    /// not ordered after the previous ones, so no token is handed out for it (the node is
-    /// deleted). Use a fresh root path.
-    #[error("sequence counter of {path:?} has wrapped (got {sequence}); use a new root")]
+    /// The root's sequence counter is used up: it reached `i32::MAX`, which ZooKeeper (3.8,
+    /// tested) then gives to every later child as well, or it wrapped to negative numbers.
+    /// Such a node is not ordered after the previous ones and its number is not a unique
+    /// token, so it is refused (and deleted) every time. Use a fresh root path.
+    #[error("sequence counter of {path:?} is used up (got {sequence}); use a new root")]
     SequenceWrapped {
         /// The root path.
         path: String,

@@ -11,7 +11,8 @@ use crate::session::Epoch;
 
 /// The sequence number ZooKeeper gave a contender node: strictly increasing, in grant order,
 /// for one recipe root (as long as the root is never deleted; the library refuses roots that
-/// ZooKeeper could delete by itself and refuses to hand out a token past the counter's wrap).
+/// ZooKeeper could delete by itself and hands out no token once the counter is used up, at
+/// `i32::MAX`).
 ///
 /// Storage that remembers the highest token it accepted for a row refuses a write carrying a
 /// smaller one, which is what stops a holder that paused past its session:
@@ -47,11 +48,12 @@ impl FencingToken {
         FencingToken(value)
     }
 
-    /// The token from a contender's sequence; `None` at or past the signed 32-bit wrap.
+    /// The token from a contender's sequence; `None` once the counter is used up: at
+    /// `i32::MAX` (which ZooKeeper hands out again to every later child) or past it.
     pub(crate) fn from_sequence(sequence: i64) -> Option<FencingToken> {
         u32::try_from(sequence)
             .ok()
-            .filter(|&s| s <= i32::MAX as u32)
+            .filter(|&s| s < i32::MAX as u32)
             .map(FencingToken)
     }
 
@@ -295,12 +297,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_stop_at_the_wrap() {
+    fn tokens_stop_before_the_counter_is_used_up() {
         assert_eq!(FencingToken::from_sequence(0), Some(FencingToken(0)));
         assert_eq!(
-            FencingToken::from_sequence(i64::from(i32::MAX)),
-            Some(FencingToken(i32::MAX as u32))
+            FencingToken::from_sequence(i64::from(i32::MAX) - 1),
+            Some(FencingToken(i32::MAX as u32 - 1))
         );
+        assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX)), None);
         assert_eq!(FencingToken::from_sequence(-1), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MIN)), None);
         assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX) + 1), None);

@@ -189,9 +189,11 @@ impl Contender {
             .is_some_and(|rest| rest.starts_with('-'))
     }
 
-    /// Whether the root's counter had wrapped when this node was made.
+    /// Whether the root's counter was used up when this node was made: at `i32::MAX`, which
+    /// ZooKeeper (3.8, tested) then gives to every later child as well, so the number no longer
+    /// orders nodes or makes a unique token; or past it (negative), where a counter wraps.
     pub fn is_wrapped(&self) -> bool {
-        self.sequence < 0
+        self.sequence < 0 || self.sequence >= i64::from(i32::MAX)
     }
 }
 
@@ -328,6 +330,10 @@ mod tests {
         let c = Contender::parse("lock--2147483648", &["lock-"]).unwrap();
         assert_eq!(c.sequence, i64::from(i32::MIN));
         assert!(c.is_wrapped());
+        let last = Contender::parse("lock-2147483647", &["lock-"]).unwrap();
+        assert!(last.is_wrapped(), "i32::MAX repeats once reached");
+        let before = Contender::parse("lock-2147483646", &["lock-"]).unwrap();
+        assert!(!before.is_wrapped());
         assert_eq!(parse_sequence("2147483647"), Some(i64::from(i32::MAX)));
         assert_eq!(parse_sequence("-0000000001"), Some(-1));
         assert_eq!(parse_sequence("2147483648"), None);

@@ -33,7 +33,7 @@ use zookeeper_client as zk;
 use crate::error::{connection_lost, Error, Result, RootKind};
 use crate::grant::Grant;
 use crate::path::{new_uuid, protected_prefix, sorted_contenders, Contender, ZkPath};
-use crate::session::{Epoch, Session};
+use crate::session::{delete_node, Epoch, Session};
 
 /// What a contender does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,9 +235,20 @@ impl Queue {
         };
         debug!(node = %created.node.path, sequence = created.contender.sequence, "enqueued");
         if created.contender.is_wrapped() {
+            let sequence = created.contender.sequence;
+            // Delete the refused node before answering, so that the caller finds no trace of
+            // it; should that fail (or this future be dropped), it deletes itself in the
+            // background.
+            let node = created.node;
+            if delete_node(node.epoch.clone(), node.path.clone(), false)
+                .await
+                .is_ok()
+            {
+                drop(node.disarm());
+            }
             return Err(Error::SequenceWrapped {
                 path: self.root.to_string(),
-                sequence: created.contender.sequence,
+                sequence,
             });
         }
         Ok(created)
