@@ -6,8 +6,9 @@
 //! server is restarted on a snapshot in which the root's counter stands a few creates below
 //! `i32::MAX`,
 //! written with ZooKeeper's own classes by `tests/java/SequenceNearWrap.java` (Debian's
-//! `libzookeeper-java`, the server's 3.8). `ZkMutex` must hand out its last tokens in order, then
-//! refuse with `Error::SequenceWrapped`, every time, without leaving a node behind.
+//! `libzookeeper-java`, the server's 3.8). `ZkMutex` (and `LeaderElection`, its terms) must hand out
+//! its last tokens in order, then refuse with `Error::SequenceWrapped`, every time, without
+//! leaving a node behind.
 //!
 //! What this found: ZooKeeper 3.8 does not wrap the counter. Once it reaches `i32::MAX`, every
 //! later child gets `i32::MAX` too, so a token of `i32::MAX` could be handed to two holders in
@@ -23,12 +24,13 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use zk_recipes::{Error, FencingToken, Session, SessionOptions, ZkMutex};
+use zk_recipes::{Error, FencingToken, LeaderElection, Session, SessionOptions, ZkMutex};
 use zk_testcontainers::{ensemble_unavailable_reason, scaled, ZkServer};
 use zookeeper_client as zkc;
 
-/// The lock root of the crafted snapshot.
+/// The roots of the crafted snapshot: a lock's and an election's.
 const ROOT: &str = "/wrap/lock";
+const ELECTION_ROOT: &str = "/wrap/election";
 /// Its count of child creates in the snapshot: the anchor takes one, and each acquisition one,
 /// so tokens `i32::MAX - 2` and `i32::MAX - 1` are the last (`i32::MAX` itself repeats).
 const COUNTER: i32 = i32::MAX - 3;
@@ -91,7 +93,7 @@ async fn server_near_the_wrap(classpath: &str) -> ZkServer {
     run(tokio::process::Command::new("java")
         .args(["-cp", classpath, "SequenceNearWrap"])
         .arg(snapshot.path())
-        .args([ROOT, &COUNTER.to_string(), &ZXID.to_string()]))
+        .args([&COUNTER.to_string(), &ZXID.to_string(), ROOT, ELECTION_ROOT]))
     .await;
     let server = ZkServer::start().await.unwrap();
     server.stop().await.unwrap();
@@ -105,40 +107,42 @@ async fn server_near_the_wrap(classpath: &str) -> ZkServer {
     server
 }
 
-/// The root's children, the anchor included.
-async fn children(raw: &zkc::Client) -> Vec<String> {
-    let mut children = raw.list_children(ROOT).await.unwrap();
+/// A root's children, the anchor included.
+async fn children(raw: &zkc::Client, root: &str) -> Vec<String> {
+    let mut children = raw.list_children(root).await.unwrap();
     children.sort();
     children
 }
 
-#[tokio::test]
-async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_node() {
+/// A server near the wrap, a raw client and a session on it; `None` (saying why) where the test
+/// cannot run.
+async fn near_the_wrap() -> Option<(ZkServer, zkc::Client, Session)> {
     if let Some(reason) = ensemble_unavailable_reason() {
         println!("not run: needs a server of its own ({reason})");
-        return;
+        return None;
     }
     let classes = tempfile::tempdir().unwrap();
     let classpath = match compile(classes.path()).await {
         Ok(classpath) => classpath,
         Err(why) => {
             println!("not run: {why}");
-            return;
+            return None;
         }
     };
     let server = server_near_the_wrap(&classpath).await;
     let raw = zkc::Client::connect(&server.connect_string())
         .await
         .unwrap();
-    let (_, stat) = raw.get_data(ROOT).await.unwrap();
-    assert_eq!(stat.czxid as u64, ZXID, "the snapshot was not loaded");
-    // Clients see creates plus deletes: with no children, twice the creates.
-    assert_eq!(
-        stat.cversion,
-        COUNTER.wrapping_mul(2),
-        "the counter was not set"
-    );
-
+    for root in [ROOT, ELECTION_ROOT] {
+        let (_, stat) = raw.get_data(root).await.unwrap();
+        assert_eq!(stat.czxid as u64, ZXID, "the snapshot was not loaded");
+        // Clients see creates plus deletes: with no children, twice the creates.
+        assert_eq!(
+            stat.cversion,
+            COUNTER.wrapping_mul(2),
+            "{root}: counter not set"
+        );
+    }
     let session = Session::connect(
         SessionOptions::new(server.connect_string())
             .session_timeout(Duration::from_secs(4))
@@ -146,6 +150,14 @@ async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_nod
     )
     .await
     .unwrap();
+    Some((server, raw, session))
+}
+
+#[tokio::test]
+async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_node() {
+    let Some((_server, raw, session)) = near_the_wrap().await else {
+        return;
+    };
     let mutex = ZkMutex::new(&session, ROOT).unwrap();
     let mut tokens = Vec::new();
     let wrapped = loop {
@@ -171,7 +183,11 @@ async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_nod
         i64::from(i32::MAX),
         "the sequence that is refused"
     );
-    assert_eq!(children(&raw).await, [ANCHOR], "a node was left behind");
+    assert_eq!(
+        children(&raw, ROOT).await,
+        [ANCHOR],
+        "a node was left behind"
+    );
 
     // It stays refused: ZooKeeper keeps giving i32::MAX (it does not wrap), and nothing is
     // left behind.
@@ -184,6 +200,39 @@ async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_nod
             Err(e) => panic!("wrapped root: {e}"),
         }
     }
-    assert_eq!(children(&raw).await, [ANCHOR], "a node was left behind");
+    assert_eq!(
+        children(&raw, ROOT).await,
+        [ANCHOR],
+        "a node was left behind"
+    );
+    session.close().await;
+}
+
+#[tokio::test]
+async fn at_the_end_of_the_counter_the_last_terms_then_a_typed_error_and_no_candidate() {
+    let Some((_server, raw, session)) = near_the_wrap().await else {
+        return;
+    };
+    let election = LeaderElection::new(&session, ELECTION_ROOT, "candidate").unwrap();
+    let mut terms = Vec::new();
+    let refused = loop {
+        assert!(terms.len() < 5, "no refusal after terms {terms:?}");
+        match election.campaign().await {
+            Ok(leadership) => {
+                terms.push(leadership.term());
+                leadership.resign().await.unwrap();
+            }
+            Err(Error::SequenceWrapped { sequence, .. }) => break sequence,
+            Err(e) => panic!("after terms {terms:?}: {e}"),
+        }
+    };
+    let max = i32::MAX as u32;
+    assert_eq!(terms, [max - 2, max - 1].map(FencingToken::new));
+    assert_eq!(refused, i64::from(i32::MAX));
+    assert_eq!(children(&raw, ELECTION_ROOT).await, [ANCHOR]);
+    assert!(
+        election.leader().await.unwrap().is_none(),
+        "a refused candidate is seen as leader"
+    );
     session.close().await;
 }
