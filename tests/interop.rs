@@ -59,39 +59,14 @@ const CURATOR_JARS: &str = include_str!("../examples/bench-peers/classpath.txt")
 
 /// Compiles `CuratorInterop.java` into `out`; the classpath to run it with, or why it cannot run.
 async fn compile_java(out: &Path) -> Result<String, String> {
-    let jars = Path::new("/usr/share/java");
-    let mut classpath = vec![out.display().to_string()];
-    for jar in CURATOR_JARS.lines() {
-        let path = jars.join(format!("{jar}.jar"));
-        if !path.exists() {
-            return Err(format!(
-                "{} missing (apt-get install libcurator-recipes-java libcurator-framework-java)",
-                path.display()
-            ));
-        }
-        classpath.push(path.display().to_string());
-    }
-    let classpath = classpath.join(":");
-    let source =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bench-peers/CuratorInterop.java");
-    let javac = tokio::process::Command::new("javac")
-        .arg("-d")
-        .arg(out)
-        .arg("-cp")
-        .arg(&classpath)
-        .arg(&source)
-        .output()
-        .await;
-    match javac {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("no javac ({e})")),
-        Err(e) => panic!("javac: {e}"),
-        Ok(o) if !o.status.success() => panic!(
-            "javac failed on {}: {}",
-            source.display(),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(_) => Ok(classpath),
-    }
+    let jars: Vec<&str> = CURATOR_JARS.lines().collect();
+    support::compile_java(
+        "examples/bench-peers/CuratorInterop.java",
+        &jars,
+        "libcurator-recipes-java libcurator-framework-java",
+        out,
+    )
+    .await
 }
 
 /// A test's ZooKeeper and the compiled Java worker.

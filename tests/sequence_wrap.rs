@@ -21,7 +21,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use zk_recipes::{Error, FencingToken, LeaderElection, Session, SessionOptions, ZkMutex};
@@ -40,41 +39,6 @@ const ZXID: u64 = 0x1_0000_0005;
 const ANCHOR: &str = "~zk-recipes-anchor";
 /// The jars `SequenceNearWrap` needs, in /usr/share/java.
 const JARS: [&str; 3] = ["zookeeper", "zookeeper-jute", "slf4j-api"];
-
-/// Compiles `SequenceNearWrap.java` into `out`; the classpath to run it with, or why not.
-async fn compile(out: &Path) -> Result<String, String> {
-    let mut classpath = vec![out.display().to_string()];
-    for jar in JARS {
-        let path = Path::new("/usr/share/java").join(format!("{jar}.jar"));
-        if !path.exists() {
-            return Err(format!(
-                "{} missing (apt-get install libzookeeper-java)",
-                path.display()
-            ));
-        }
-        classpath.push(path.display().to_string());
-    }
-    let classpath = classpath.join(":");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/SequenceNearWrap.java");
-    match tokio::process::Command::new("javac")
-        .arg("-d")
-        .arg(out)
-        .arg("-cp")
-        .arg(&classpath)
-        .arg(&source)
-        .output()
-        .await
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("no javac ({e})")),
-        Err(e) => panic!("javac: {e}"),
-        Ok(o) if !o.status.success() => panic!(
-            "javac failed on {}: {}",
-            source.display(),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(_) => Ok(classpath),
-    }
-}
 
 /// Runs a command to completion, panicking with its output when it fails.
 async fn run(command: &mut tokio::process::Command) {
@@ -122,7 +86,14 @@ async fn near_the_wrap() -> Option<(ZkServer, zkc::Client, Session)> {
         return None;
     }
     let classes = tempfile::tempdir().unwrap();
-    let classpath = match compile(classes.path()).await {
+    let classpath = match support::compile_java(
+        "tests/java/SequenceNearWrap.java",
+        &JARS,
+        "libzookeeper-java",
+        classes.path(),
+    )
+    .await
+    {
         Ok(classpath) => classpath,
         Err(why) => {
             println!("not run: {why}");

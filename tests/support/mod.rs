@@ -244,3 +244,45 @@ pub async fn wait_deleted(client: &zookeeper_client::Client, path: &str) {
     })
     .await;
 }
+
+/// Compiles the Java file `source` (relative to the crate) into `out` against the named jars of
+/// /usr/share/java (Debian's packages; `package` names what installs them); the classpath to
+/// run it with, or why it cannot run (no `javac`, a jar missing). A compile error panics.
+pub async fn compile_java(
+    source: &str,
+    jars: &[&str],
+    package: &str,
+    out: &std::path::Path,
+) -> Result<String, String> {
+    let mut classpath = vec![out.display().to_string()];
+    for jar in jars {
+        let path = std::path::Path::new("/usr/share/java").join(format!("{jar}.jar"));
+        if !path.exists() {
+            return Err(format!(
+                "{} missing (apt-get install {package})",
+                path.display()
+            ));
+        }
+        classpath.push(path.display().to_string());
+    }
+    let classpath = classpath.join(":");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+    let javac = tokio::process::Command::new("javac")
+        .arg("-d")
+        .arg(out)
+        .arg("-cp")
+        .arg(&classpath)
+        .arg(&source)
+        .output()
+        .await;
+    match javac {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("no javac ({e})")),
+        Err(e) => panic!("javac: {e}"),
+        Ok(o) if !o.status.success() => panic!(
+            "javac failed on {}: {}",
+            source.display(),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Ok(_) => Ok(classpath),
+    }
+}
