@@ -3,18 +3,17 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::time::Duration;
 
-use tokio::time::Instant;
-use tracing::{info, info_span, Instrument};
+use tracing::{debug, debug_span, info, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{connection_lost, Error, Result};
+use crate::error::Result;
 use crate::fence::FencingToken;
 use crate::grant::Grant;
-use crate::path::{sorted_contenders, ZkPath};
+use crate::mutex::never_none;
+use crate::path::{sorted_contenders, Contender, ZkPath};
 use crate::queue::{exclusive, Queue, Rule, Wait};
-use crate::session::Session;
+use crate::session::{Epoch, Session};
 
 /// Curator's `LeaderLatch` names its nodes `_c_{uuid}-latch-NNNNNNNNNN`; so do we.
 const RULE: Rule = Rule {
@@ -27,6 +26,18 @@ const RULE: Rule = Rule {
 /// Leader election on a ZooKeeper path: candidates queue like [`ZkMutex`](crate::ZkMutex)
 /// contenders (each watches only its predecessor); the first leads. The candidate's `info`
 /// (an id, an address) is stored in its node so observers can tell who leads.
+///
+/// # Stopping promptly: choose the loss policy
+///
+/// Under the default [`LossPolicy::Expiry`](crate::LossPolicy::Expiry), a leader cut off from
+/// the ensemble learns it lost only when the client gives its session up, a session timeout
+/// after the disconnect; meanwhile the ensemble may expire the session and elect the next
+/// leader. So for a while two processes believe they lead, and only storage that checks the
+/// [`term`](Leadership::term) (the fencing token) keeps the old one's writes out. A job whose
+/// effects cannot be fenced (it sends messages, calls other services) needs
+/// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension): `lost()` then resolves as soon as
+/// the connection goes, before the ensemble can expire the session and elect anyone else. See
+/// the [`session`](crate::session) module.
 ///
 /// # Example
 ///
@@ -79,7 +90,8 @@ impl LeaderElection {
     }
 
     /// Stands as a candidate and waits until elected. If the session expires while waiting,
-    /// it stands again on the new session.
+    /// it stands again on the new session. For a time limit, wrap it in
+    /// `tokio::time::timeout` (the candidacy is withdrawn when the future is dropped).
     ///
     /// # Errors
     ///
@@ -96,42 +108,13 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self) -> Result<Leadership> {
-        self.campaign_until(Wait::Forever)
-            .await
-            .map(|l| l.expect("waits until elected"))
-    }
-
-    /// Campaigns for at most `timeout`; `Ok(None)` (candidacy withdrawn) if not elected by then.
-    ///
-    /// # Errors
-    ///
-    /// As [`campaign`](LeaderElection::campaign).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`campaign`](LeaderElection::campaign).
-    ///
-    /// ```no_run
-    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
-    /// if election.campaign_timeout(std::time::Duration::from_secs(1)).await?.is_none() {
-    ///     println!("someone else leads");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn campaign_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
-        self.campaign_until(Wait::Until(Instant::now() + timeout))
-            .await
-    }
-
-    async fn campaign_until(&self, wait: Wait) -> Result<Option<Leadership>> {
-        let span = info_span!("campaign", path = %self.queue.root());
+        let span = debug_span!("campaign", path = %self.queue.root());
         async {
-            info!("campaigning");
-            let grant = self.queue.acquire(RULE, 0, &self.info, wait).await?;
-            if let Some(grant) = &grant {
-                info!(term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
-            }
-            Ok(grant.map(|grant| Leadership { grant, info: self.info.clone() }))
+            debug!("campaigning");
+            let grant = self.queue.acquire(RULE, RULE.names[0], &self.info, Wait::Forever).await?;
+            let grant = grant.ok_or_else(never_none)?;
+            info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
+            Ok(Leadership { grant, info: self.info.clone() })
         }
         .instrument(span)
         .await
@@ -155,9 +138,8 @@ impl LeaderElection {
     /// # Ok(()) }
     /// ```
     pub async fn leader(&self) -> Result<Option<Leader>> {
-        Ok(read_leader(self.queue.session(), self.queue.root(), false)
-            .await?
-            .0)
+        let epoch = self.queue.session().epoch().await?;
+        leader_now(&epoch, self.queue.root()).await
     }
 
     /// An observer of this election's leader changes.
@@ -235,7 +217,7 @@ impl Leadership {
     /// # Ok(()) }
     /// ```
     pub async fn resign(self) -> Result<()> {
-        info!(term = %self.term(), "resigning");
+        debug!(term = %self.term(), "resigning");
         self.grant.release().await
     }
 }
@@ -320,88 +302,103 @@ impl LeaderObserver {
     /// ```
     pub async fn changed(&mut self) -> Result<Option<Leader>> {
         loop {
-            let (leader, watcher) = read_leader(&self.session, &self.root, true).await?;
+            let epoch = self.session.epoch().await?;
+            let (leader, watcher) = leader_and_watch(&epoch, &self.root).await?;
             let known = self.last.as_ref().map(|l| l.as_ref().map(|l| &l.path));
             if known != Some(leader.as_ref().map(|l| &l.path)) {
                 self.last = Some(leader.clone());
                 return Ok(leader);
             }
-            if let Some(watcher) = watcher {
-                watcher.changed().await;
+            tokio::select! {
+                _ = watcher.changed() => {}
+                _ = epoch.ended() => {}
             }
         }
     }
 }
 
-/// Reads the leader (the first live candidate) and, if asked, sets a watch that fires when it
-/// may change: on the leader's node, or on the children while there is none.
-async fn read_leader(
-    session: &Session,
-    root: &ZkPath,
-    watch: bool,
-) -> Result<(Option<Leader>, Option<zk::OneshotWatcher>)> {
+/// The first live candidate of a listing.
+fn first(children: &[String]) -> Option<Contender> {
+    sorted_contenders(children, RULE.names)
+        .into_iter()
+        .find(|c| !c.is_wrapped())
+}
+
+/// The leader: the first live candidate, with its info; `None` when nobody campaigns.
+async fn leader_now(epoch: &Epoch, root: &ZkPath) -> Result<Option<Leader>> {
+    let root = root.as_str();
     loop {
-        let epoch = session.epoch().await?;
-        let client = epoch.client()?;
-        let listed = if watch {
-            client
-                .get_and_watch_children(root.as_str())
-                .await
-                .map(|(c, _, w)| (c, Some(w)))
-        } else {
-            client.list_children(root.as_str()).await.map(|c| (c, None))
+        let children = epoch
+            .retry(root, |c| async move {
+                match c.list_children(root).await {
+                    Err(zk::Error::NoNode) => Ok(Vec::new()),
+                    other => other,
+                }
+            })
+            .await?;
+        let Some(first) = first(&children) else {
+            return Ok(None);
         };
-        let (children, children_watch) = match listed {
-            Ok(listed) => listed,
-            Err(zk::Error::NoNode) => (Vec::new(), None),
-            Err(e) if connection_lost(&e) => {
-                drop(client);
-                epoch.wait_reconnect().await;
+        let path = format!("{root}/{}", first.name);
+        let at = path.as_str();
+        let read = epoch
+            .retry(at, |c| async move {
+                match c.get_data(at).await {
+                    // It resigned between the listing and the read: look again.
+                    Err(zk::Error::NoNode) => Ok(None),
+                    other => other.map(|(data, _)| Some(data)),
+                }
+            })
+            .await?;
+        if let (Some(info), Some(term)) = (read, FencingToken::from_sequence(first.sequence)) {
+            return Ok(Some(Leader { info, term, path }));
+        }
+    }
+}
+
+/// The leader as [`leader_now`], and a watch that fires when it may change: on the leader's
+/// node, on the children while there is none, or on the root while it does not exist.
+async fn leader_and_watch(
+    epoch: &Epoch,
+    root: &ZkPath,
+) -> Result<(Option<Leader>, zk::OneshotWatcher)> {
+    let root = root.as_str();
+    loop {
+        let listed = epoch
+            .retry(root, |c| async move {
+                match c.get_and_watch_children(root).await {
+                    Err(zk::Error::NoNode) => Ok(None),
+                    other => other.map(|(children, _, watcher)| Some((children, watcher))),
+                }
+            })
+            .await?;
+        let Some((children, children_watch)) = listed else {
+            // No root yet: wait for it to appear (or look again if it just did).
+            let (stat, watcher) = epoch
+                .retry(root, |c| async move { c.check_and_watch_stat(root).await })
+                .await?;
+            if stat.is_some() {
                 continue;
             }
-            Err(err) => return Err(Error::zk(err, root.as_str())),
+            return Ok((None, watcher));
         };
-        let Some(first) = sorted_contenders(&children, RULE.names)
-            .into_iter()
-            .find(|c| !c.is_wrapped())
-        else {
-            if watch && children_watch.is_none() {
-                // No root yet: wait for it to appear (or look again if it just did).
-                let (stat, w) = client
-                    .check_and_watch_stat(root.as_str())
-                    .await
-                    .map_err(|e| Error::zk(e, root.as_str()))?;
-                if stat.is_some() {
-                    continue;
-                }
-                return Ok((None, Some(w)));
-            }
+        let Some(first) = first(&children) else {
             return Ok((None, children_watch));
         };
-        let path = root.child(&first.name);
-        let read = if watch {
-            client
-                .get_and_watch_data(&path)
-                .await
-                .map(|(d, _, w)| (d, Some(w)))
-        } else {
-            client.get_data(&path).await.map(|(d, _)| (d, None))
-        };
-        match read {
-            Ok((info, watcher)) => {
-                let Some(term) = FencingToken::from_sequence(first.sequence) else {
-                    continue;
-                };
-                return Ok((Some(Leader { info, term, path }), watcher));
-            }
-            // It resigned between the listing and the read: look again.
-            Err(zk::Error::NoNode) => continue,
-            Err(e) if connection_lost(&e) => {
-                drop(client);
-                epoch.wait_reconnect().await;
-                continue;
-            }
-            Err(err) => return Err(Error::zk(err, &path)),
+        let path = format!("{root}/{}", first.name);
+        let at = path.as_str();
+        let read = epoch
+            .retry(at, |c| async move {
+                match c.get_and_watch_data(at).await {
+                    Err(zk::Error::NoNode) => Ok(None),
+                    other => other.map(|(data, _, watcher)| Some((data, watcher))),
+                }
+            })
+            .await?;
+        if let (Some((info, watcher)), Some(term)) =
+            (read, FencingToken::from_sequence(first.sequence))
+        {
+            return Ok((Some(Leader { info, term, path }), watcher));
         }
     }
 }

@@ -1,26 +1,38 @@
-//! The one error type of the crate.
+//! The one error type of the crate, and the one place ZooKeeper's errors are mapped to it.
 
+use std::fmt;
 use std::time::Duration;
 
+use zookeeper_client as zk;
+
 /// What kind of node a recipe root turned out to be, when it cannot serve as one.
+///
+/// ```
+/// assert_eq!(zk_recipes::RootKind::Ephemeral.to_string(), "ephemeral");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RootKind {
-    /// A container node: ZooKeeper deletes it once it has no children, and a re-created root
-    /// restarts its sequence counter, so fencing tokens could repeat. (Servers report
-    /// containers to clients as persistent nodes; the library keeps any root non-empty with an
-    /// anchor child instead, which stops a container from being deleted.)
-    Container,
-    /// A TTL node: it can vanish like a container (and is anchored the same way).
-    Ttl,
     /// An ephemeral node: it cannot have children and dies with its session.
     Ephemeral,
 }
 
+impl fmt::Display for RootKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RootKind::Ephemeral => "ephemeral",
+        })
+    }
+}
+
 /// Errors of every recipe and of [`Session`](crate::Session).
 ///
-/// Timeouts of the `*_timeout` and `try_*` forms are not errors: those methods return
-/// `Ok(None)` when the lock was simply not free.
+/// `try_*` methods return `Ok(None)` when the lock was simply not free; that is no error. For
+/// a time limit, wrap any acquisition in [`tokio::time::timeout`]: every acquire future is
+/// cancel safe.
+///
+/// [`is_retryable`](Error::is_retryable) tells a worker loop which errors call for another
+/// attempt (usually after a pause) and which for a fix by a person.
 ///
 /// # Example
 ///
@@ -29,11 +41,12 @@ pub enum RootKind {
 ///
 /// let err = ZkPath::new("locks/relative").unwrap_err();
 /// assert!(matches!(err, Error::InvalidPath { .. }));
+/// assert!(!err.is_retryable());
 /// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The path is not a valid ZooKeeper path for a recipe root.
+    /// The path is not a valid ZooKeeper path for a recipe root. Not retryable: fix the path.
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath {
         /// The path as given.
@@ -42,8 +55,18 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// No server of the ensemble answered within the connection timeout.
-    #[error("no ZooKeeper server at {connect:?} answered within {timeout:?}")]
+    /// The connect string is not `host:port[,host:port...][/chroot]`. Not retryable: fix it.
+    #[error("invalid connect string {connect:?}: {reason}")]
+    InvalidConnectString {
+        /// The connect string as given.
+        connect: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// No server of the ensemble answered within the connection timeout (also when none of the
+    /// connect string's host names resolves). Retryable: the ensemble may come back.
+    #[error("could not connect to ZooKeeper at {connect:?} within {timeout:?} (no server answered, or no host name resolved)")]
     Unreachable {
         /// The connect string.
         connect: String,
@@ -51,15 +74,17 @@ pub enum Error {
         timeout: Duration,
     },
 
-    /// The server refused the operation for want of permission (ACL).
+    /// The server refused the operation for want of permission (ACL). Not retryable: grant
+    /// the session's identity access, or authenticate (`SessionOptions::digest_auth`).
     #[error("not authorized for {path:?} (ACL)")]
     NoAuth {
         /// The node the refused operation was on.
         path: String,
     },
 
-    /// The recipe root exists but is a kind of node whose sequence numbers could restart.
-    #[error("{path:?} is a {kind:?} node and cannot be a recipe root: its sequence could restart")]
+    /// The recipe root exists but is a kind of node that cannot hold a queue. Not retryable:
+    /// use another path.
+    #[error("{path:?} is an {kind} node and cannot be a recipe root")]
     UnsuitableRoot {
         /// The root path.
         path: String,
@@ -69,7 +94,8 @@ pub enum Error {
 
     /// The root was deleted (and perhaps created again) after this recipe first checked it:
     /// its sequence counter restarted, so tokens from it would not be ordered after the ones
-    /// already handed out. Make a new recipe value (or use a new path) once that is understood.
+    /// already handed out. Not retryable with this value: make a new recipe value (or use a
+    /// new path) once that is understood.
     #[error("{path:?} was deleted or replaced; its sequence restarted")]
     RootReplaced {
         /// The root path.
@@ -77,7 +103,7 @@ pub enum Error {
     },
 
     /// A semaphore was constructed with a permit count other than the one stored at its root
-    /// by the contenders before it.
+    /// by the contenders before it. Not retryable.
     #[error("{path:?} stores {stored:?} permits; this semaphore was made with {ours}")]
     PermitMismatch {
         /// The semaphore's root.
@@ -88,7 +114,7 @@ pub enum Error {
         ours: u32,
     },
 
-    /// A semaphore needs at least one permit.
+    /// A semaphore needs at least one permit. Not retryable.
     #[error("a semaphore needs at least one permit, not {permits}")]
     InvalidPermits {
         /// The count given.
@@ -98,7 +124,7 @@ pub enum Error {
     /// The root's sequence counter is used up: it reached `i32::MAX`, which ZooKeeper (3.8,
     /// tested) then gives to every later child as well, or it wrapped to negative numbers.
     /// Such a node is not ordered after the previous ones and its number is not a unique
-    /// token, so it is refused (and deleted) every time. Use a fresh root path.
+    /// token, so it is refused (and deleted) every time. Not retryable: use a fresh root path.
     #[error("sequence counter of {path:?} is used up (got {sequence}); use a new root")]
     SequenceWrapped {
         /// The root path.
@@ -107,17 +133,19 @@ pub enum Error {
         sequence: i64,
     },
 
-    /// The ZooKeeper session this operation or grant belonged to has expired, or was declared
-    /// lost by the session's [`LossPolicy`](crate::LossPolicy).
+    /// The ZooKeeper session this operation or grant belonged to has expired, or was given up
+    /// under the session's [`LossPolicy`](crate::LossPolicy). Retryable: the
+    /// [`Session`](crate::Session) opens a new ZooKeeper session by itself; acquire again.
     #[error("ZooKeeper session expired")]
     SessionExpired,
 
-    /// The [`Session`](crate::Session) was closed.
+    /// [`Session::close`](crate::Session::close) was called (or every handle dropped): the
+    /// session, and everything granted on it, is over. Not retryable on this session.
     #[error("session closed")]
     SessionClosed,
 
-    /// The lock, lease or leadership is no longer held: its node is gone (session expiry or
-    /// someone deleted it), so whatever the operation guarded was not done.
+    /// The lock, lease or leadership is no longer held: its node is gone (someone deleted it),
+    /// so whatever the operation guarded was not done. Retryable: acquire again.
     #[error("{path} is no longer held")]
     Lost {
         /// The contender node that was lost.
@@ -125,46 +153,107 @@ pub enum Error {
     },
 
     /// The connection broke before the reply came: the operation may or may not have taken
-    /// effect (a [`FencedWrite`](crate::FencedWrite) commit, for example). Read back before
-    /// retrying a write that is not idempotent.
+    /// effect (a [`FencedWrite`](crate::FencedWrite) commit, for example). Retryable, but read
+    /// back before repeating a write that is not idempotent.
     #[error("connection to ZooKeeper lost; the outcome is unknown")]
     ConnectionLost,
 
-    /// Authentication with the server failed.
+    /// Authentication with the server failed. Not retryable: fix the credentials.
     #[error("authentication failed")]
     AuthFailed,
 
-    /// Any other ZooKeeper error.
+    /// Any other ZooKeeper error (for example a [`FencedWrite`](crate::FencedWrite)
+    /// operation that failed: `NodeExists`, `BadVersion`). Not retryable as such: look at the
+    /// inner error.
     #[error("ZooKeeper: {0}")]
-    Zk(#[from] zookeeper_client::Error),
+    Zk(zk::Error),
+
+    /// A server answered something this library holds impossible (a node of ours owned by
+    /// another session, a name it did not create). Not retryable; please report it.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// Maps a ZooKeeper error about `path` to the typed variant users match on.
-    pub(crate) fn zk(err: zookeeper_client::Error, path: &str) -> Error {
-        use zookeeper_client::Error as Z;
+    /// Whether the same call may succeed if made again (after a pause, on the same
+    /// [`Session`](crate::Session)): `true` for [`SessionExpired`](Error::SessionExpired),
+    /// [`Lost`](Error::Lost), [`ConnectionLost`](Error::ConnectionLost) and
+    /// [`Unreachable`](Error::Unreachable); `false` for errors that need a fix (a path, an
+    /// ACL, a permit count, a closed session).
+    ///
+    /// ```
+    /// assert!(zk_recipes::Error::SessionExpired.is_retryable());
+    /// assert!(!zk_recipes::Error::SessionClosed.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::SessionExpired
+                | Error::Lost { .. }
+                | Error::ConnectionLost
+                | Error::Unreachable { .. }
+        )
+    }
+
+    /// Maps a ZooKeeper error about `path` to the typed variant users match on: the one
+    /// conversion from `zookeeper_client::Error` in the crate. Where a session is involved,
+    /// [`Epoch::error`](crate::session::Epoch) calls this and tells a closed session from an
+    /// expired one.
+    pub(crate) fn zk(err: zk::Error, path: &str) -> Error {
+        use zk::Error as Z;
         match err {
             Z::NoAuth => Error::NoAuth {
                 path: path.to_owned(),
             },
-            // Our epoch owns the only long-lived client handle: it is closed when the session
-            // ends (expired, given up, or closed by `Session::close`, which `Session::epoch`
-            // reports as `SessionClosed` on the next call).
             Z::SessionExpired | Z::ClientClosed => Error::SessionExpired,
             Z::AuthFailed => Error::AuthFailed,
             other if connection_lost(&other) => Error::ConnectionLost,
             other => Error::Zk(other),
         }
     }
+
+    /// An internal invariant did not hold (a server answered something that cannot be).
+    pub(crate) fn unexpected(what: String) -> Error {
+        Error::Internal(what)
+    }
 }
 
 /// Whether a ZooKeeper error means "the connection broke; the outcome is unknown". Besides
 /// `ConnectionLoss`, zookeeper-client hands in-flight requests the error that ended the
 /// connection (an I/O error, "no response from connection in ...").
-pub(crate) fn connection_lost(err: &zookeeper_client::Error) -> bool {
-    use zookeeper_client::Error as Z;
+pub(crate) fn connection_lost(err: &zk::Error) -> bool {
+    use zk::Error as Z;
     matches!(err, Z::ConnectionLoss | Z::Custom(_) | Z::Timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_errors_are_the_transient_ones() {
+        assert!(Error::Lost { path: "/a".into() }.is_retryable());
+        assert!(Error::ConnectionLost.is_retryable());
+        assert!(!Error::AuthFailed.is_retryable());
+        assert!(!Error::zk(zk::Error::NoAuth, "/a").is_retryable());
+        assert!(matches!(
+            Error::zk(zk::Error::ConnectionLoss, "/a"),
+            Error::ConnectionLost
+        ));
+    }
+
+    #[test]
+    fn messages_read_as_prose() {
+        let err = Error::UnsuitableRoot {
+            path: "/eph".into(),
+            kind: RootKind::Ephemeral,
+        };
+        assert_eq!(
+            err.to_string(),
+            "\"/eph\" is an ephemeral node and cannot be a recipe root"
+        );
+    }
 }

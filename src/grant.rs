@@ -1,23 +1,25 @@
 //! [`Grant`]: a contender node that holds, as every recipe hands it out.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use tracing::{info, info_span, warn, Instrument};
+use tokio::sync::watch;
+use tracing::{debug, debug_span, warn, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{connection_lost, Error, Result};
+use crate::error::Result;
 use crate::fence::{FencedWrite, FencingToken};
-use crate::queue::{delete_contender, OwnedNode};
-use crate::session::{Epoch, Session};
+use crate::session::{Deleted, Epoch, Release, Session};
 
 /// Why a [`Grant`] stopped being held, as [`Grant::lost`] reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LossReason {
-    /// The ZooKeeper session expired, was closed, or was given up after a disconnect that
-    /// lasted a session timeout.
+    /// The ZooKeeper session expired, or was given up after a disconnect that lasted a session
+    /// timeout.
     SessionExpired,
+    /// [`Session::close`](crate::Session::close) ended the session.
+    SessionClosed,
     /// The connection is suspended and the session's policy is
     /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension).
     Suspended,
@@ -29,10 +31,19 @@ pub enum LossReason {
     NodeChanged,
 }
 
+/// Whether a change of a grant's node by someone else ends the grant: it does where the
+/// recipe's waiters read a data change as a release (see the `queue` module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnChange {
+    Lost,
+    Ignore,
+}
+
 /// A held position in a recipe's queue: the lock node, its fencing token and its fate.
 ///
-/// Recipe guards ([`ZkMutexGuard`](crate::ZkMutexGuard), ...) dereference to it. Dropping it
-/// deletes the node in the background; [`release`](crate::ZkMutexGuard::release) does so and
+/// Recipe guards ([`ZkMutexGuard`](crate::ZkMutexGuard), ...) dereference to it. It owns
+/// everything it needs (`'static`, `Send` and `Sync`), so it can move into a spawned task.
+/// Dropping it deletes the node in the background; the guard's `release()` does so and
 /// reports errors.
 ///
 /// # Example
@@ -56,14 +67,11 @@ pub struct Grant {
     czxid: i64,
     /// The session's suspension count when granted (see `LossPolicy::Suspension`).
     since: u64,
-    /// Known to be the first live node of its queue: released as a head release (see
-    /// `queue::delete_contender`).
-    head: bool,
-    /// Whether the recipe's waiters read a data change of the node as its release: then a
-    /// change by someone else ends the grant.
-    changes_release: bool,
-    /// Why the node stopped being ours, once observed (`None` while it is).
-    taken: std::sync::Mutex<Option<LossReason>>,
+    release: Release,
+    on_change: OnChange,
+    /// The one watch of this grant's node, set up by the first `lost()`: `Some(reason)` once
+    /// the node is observed gone or changed.
+    loss: OnceLock<watch::Receiver<Option<LossReason>>>,
     released: bool,
 }
 
@@ -80,25 +88,25 @@ impl fmt::Debug for Grant {
 
 impl Grant {
     pub(crate) fn new(
-        node: OwnedNode,
-        sequence: i64,
+        session: Session,
+        epoch: Arc<Epoch>,
+        path: String,
+        token: FencingToken,
         czxid: i64,
-        head: bool,
-        changes_release: bool,
+        release: Release,
+        on_change: OnChange,
     ) -> Grant {
-        debug_assert!(!node.is_armed());
-        let token = FencingToken::from_sequence(sequence)
-            .expect("wrapped sequences are refused before a grant");
+        let since = epoch.register(&path);
         Grant {
-            session: node.session.clone(),
-            epoch: node.epoch.clone(),
-            path: node.path.clone(),
+            session,
+            epoch,
+            path,
             token,
             czxid,
-            since: node.epoch.register(&node.path),
-            head,
-            changes_release,
-            taken: Default::default(),
+            since,
+            release,
+            on_change,
+            loss: OnceLock::new(),
             released: false,
         }
     }
@@ -107,19 +115,18 @@ impl Grant {
     /// this root. Hand it to storage with every write made under the grant.
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
-    /// let token: u64 = guard.token().into();
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
+    /// let token: u64 = guard.token().as_u64();
     /// # }
     /// ```
     pub fn token(&self) -> FencingToken {
         self.token
     }
 
-    /// The node's creation zxid: ordered across the whole ensemble, for storage that fences
-    /// many locks with one number.
+    /// The node's creation zxid: ordered across the whole ensemble.
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
     /// let zxid: i64 = guard.zxid();
     /// # }
     /// ```
@@ -130,7 +137,7 @@ impl Grant {
     /// The full path of the node (relative to the session's chroot).
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
     /// assert!(guard.path().starts_with("/locks/orders-42/_c_"));
     /// # }
     /// ```
@@ -141,7 +148,7 @@ impl Grant {
     /// The ZooKeeper session the grant was made on.
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
     /// println!("granted on session {:#x}", guard.session_id());
     /// # }
     /// ```
@@ -151,31 +158,35 @@ impl Grant {
 
     /// Whether the grant still holds as far as this client knows: its session is alive (and,
     /// under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension), connected) and no
-    /// deletion of its node has been observed. A `true` can be stale by the time you act on it;
-    /// the fencing token is what makes acting safe.
+    /// deletion or change of its node has been observed (by [`lost`](Grant::lost)). A `true`
+    /// can be stale by the time you act on it; the fencing token is what makes acting safe.
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
     /// if !guard.is_held() {
     ///     return; // stop working on the resource
     /// }
     /// # }
     /// ```
     pub fn is_held(&self) -> bool {
-        !self.released && self.taken().is_none() && self.epoch.holds(self.since)
+        !self.released && self.observed().is_none() && self.epoch.holds(self.since)
     }
 
-    /// Resolves when the grant is lost: its session expired (or was given up), its node was
-    /// deleted, or (under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the
-    /// connection was suspended. Race it against the work done under the lock.
+    /// Resolves when the grant is lost: its session expired, was given up or closed, its node
+    /// was deleted or changed by someone else, or (under
+    /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the connection was
+    /// suspended. Race it against the work done under the lock.
+    ///
+    /// The first call sets one watch on the node (one request); every later call, and every
+    /// concurrent one, shares it, so calling it on each pass of a `select!` loop costs nothing.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe; call it as often as you like.
+    /// Cancel safe: a dropped call loses nothing; the watch stays set for the next one.
     ///
     /// ```no_run
     /// # async fn work() {}
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) {
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
     /// tokio::select! {
     ///     reason = guard.lost() => eprintln!("lock lost ({reason:?}); abandoning the work"),
     ///     _ = work() => {}
@@ -183,39 +194,83 @@ impl Grant {
     /// # }
     /// ```
     pub async fn lost(&self) -> LossReason {
-        if let Some(reason) = self.taken() {
-            return reason;
-        }
+        let mut observed = self.loss.get_or_init(|| self.watch_node()).clone();
         let reason = tokio::select! {
             _ = self.epoch.lost(self.since) => {
-                if self.epoch.is_lost() { LossReason::SessionExpired } else { LossReason::Suspended }
+                if self.epoch.is_closed() {
+                    LossReason::SessionClosed
+                } else if self.epoch.is_lost() {
+                    LossReason::SessionExpired
+                } else {
+                    LossReason::Suspended
+                }
             }
-            reason = watch_taken(&self.epoch, &self.path, self.changes_release) => {
-                *self.taken.lock().unwrap() = Some(reason);
-                reason
-            }
+            Ok(reason) = observed.wait_for(Option::is_some) => (*reason).unwrap_or(LossReason::NodeDeleted),
         };
-        warn!(node = %self.path, ?reason, "grant lost");
+        if reason == LossReason::SessionClosed {
+            debug!(node = %self.path, ?reason, "grant lost");
+        } else {
+            warn!(node = %self.path, ?reason, "grant lost");
+        }
         reason
     }
 
-    /// Starts a ZooKeeper transaction that commits only while this grant holds (see
-    /// [`FencedWrite`]).
+    /// The client of the ZooKeeper session this grant was made on, for a
+    /// [`fenced_write`](Grant::fenced_write) or anything else.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SessionExpired`](crate::Error::SessionExpired) or
+    /// [`Error::SessionClosed`](crate::Error::SessionClosed) once that session is over.
     ///
     /// ```no_run
-    /// # async fn demo(guard: zk_recipes::ZkMutexGuard<'_>) -> Result<(), zk_recipes::Error> {
-    /// let mut write = guard.fenced_write();
-    /// write.set_data("/app/config", b"v2", None);
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), zk_recipes::Error> {
+    /// let client = guard.client()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn client(&self) -> Result<zk::Client> {
+        self.epoch.client()
+    }
+
+    /// zookeeper-client's own transaction builder ([`zk::CheckWriter`], through
+    /// [`FencedWrite`]) with the ownership check already in it: the transaction commits only
+    /// while this grant's node exists, so the writes and the check are one atomic multi-op.
+    /// Add any operation the client has, with your own ACLs; [`FencedWrite::commit`] reports
+    /// a lost grant as [`Error::Lost`](crate::Error::Lost).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// write.add_set_data("/app/config", b"v2", None)?;
     /// write.commit().await?;
     /// # Ok(()) }
     /// ```
-    pub fn fenced_write(&self) -> FencedWrite {
-        FencedWrite::new(self.epoch.clone(), self.path.clone())
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zk`](crate::Error::Zk) if the client refuses the node's path (a client with
+    /// another chroot than the grant's session).
+    pub fn fenced_write<'c>(&self, client: &'c zk::Client) -> Result<FencedWrite<'c>> {
+        FencedWrite::new(client, self.epoch.clone(), self.path.clone())
     }
 
-    /// Why the node stopped being ours, if that was observed.
-    fn taken(&self) -> Option<LossReason> {
-        *self.taken.lock().unwrap()
+    /// What the node's watch has seen, if it is set.
+    fn observed(&self) -> Option<LossReason> {
+        self.loss.get().and_then(|rx| *rx.borrow())
+    }
+
+    /// Starts the one task that watches this grant's node; it ends when the grant goes.
+    fn watch_node(&self) -> watch::Receiver<Option<LossReason>> {
+        let (tx, rx) = watch::channel(None);
+        let (epoch, path, on_change) = (self.epoch.clone(), self.path.clone(), self.on_change);
+        tokio::spawn(async move {
+            tokio::select! {
+                reason = watch_taken(&epoch, &path, on_change) => { let _ = tx.send(Some(reason)); }
+                _ = tx.closed() => {}
+            }
+        });
+        rx
     }
 
     /// Deletes the node, handing over to the next contender.
@@ -223,30 +278,16 @@ impl Grant {
     /// Cancel safe: a release dropped before it completes leaves the deletion to the
     /// background, as dropping the grant does.
     pub(crate) async fn release(mut self) -> Result<()> {
-        let span = info_span!("release", node = %self.path, session_id = format_args!("{:#x}", self.epoch.id()));
+        let span = debug_span!("release", node = %self.path, session_id = format_args!("{:#x}", self.epoch.id()));
         let result = async {
-            let mut retried = false;
-            loop {
-                let client = self.epoch.client()?;
-                match delete_contender(&client, &self.path, self.head).await {
-                    Ok(()) => {
-                        info!("released");
-                        return Ok(());
-                    }
-                    // After a broken connection our first delete may well have gone through.
-                    Err(zk::Error::NoNode) if retried => return Ok(()),
-                    Err(zk::Error::NoNode) => {
-                        return Err(Error::Lost {
-                            path: self.path.clone(),
-                        })
-                    }
-                    Err(e) if connection_lost(&e) => {
-                        drop(client);
-                        retried = true;
-                        self.epoch.wait_reconnect().await;
-                    }
-                    Err(err) => return Err(Error::zk(err, &self.path)),
+            match self.epoch.delete(&self.path, self.release).await? {
+                Deleted::ByUs => {
+                    debug!("released");
+                    Ok(())
                 }
+                Deleted::Before => Err(crate::Error::Lost {
+                    path: self.path.clone(),
+                }),
             }
         }
         .instrument(span)
@@ -261,40 +302,39 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         if !self.released {
+            self.epoch.unregister(&self.path);
             self.session.clean_up(
                 self.epoch.clone(),
                 std::mem::take(&mut self.path),
-                self.head,
+                self.release,
             );
         }
     }
 }
 
-/// Resolves when `path` is observed deleted (or, with `changes_release`, changed); pends
+/// Resolves when `path` is observed deleted (or changed, where that ends the grant); pends
 /// forever once the session is over (the caller races it against the session's own signal).
-async fn watch_taken(epoch: &Epoch, path: &str, changes_release: bool) -> LossReason {
+async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange) -> LossReason {
     loop {
-        let Ok(client) = epoch.client() else {
+        let Ok(watched) = epoch
+            .retry(path, |c| async move { c.check_and_watch_stat(path).await })
+            .await
+        else {
             return std::future::pending().await;
         };
-        let watcher = match client.check_and_watch_stat(path).await {
-            Ok((None, _)) => return LossReason::NodeDeleted,
+        let watcher = match watched {
+            (None, _) => return LossReason::NodeDeleted,
             // Our node is created at data version 0; only a change makes it another.
-            Ok((Some(stat), _)) if changes_release && stat.version != 0 => {
+            (Some(stat), _) if on_change == OnChange::Lost && stat.version != 0 => {
                 return LossReason::NodeChanged
             }
-            Ok((Some(_), watcher)) => watcher,
-            Err(e) if connection_lost(&e) => {
-                drop(client);
-                epoch.wait_reconnect().await;
-                continue;
-            }
-            Err(_) => return std::future::pending().await,
+            (Some(_), watcher) => watcher,
         };
-        drop(client);
         match watcher.changed().await.event_type {
             zk::EventType::NodeDeleted => return LossReason::NodeDeleted,
-            zk::EventType::NodeDataChanged if changes_release => return LossReason::NodeChanged,
+            zk::EventType::NodeDataChanged if on_change == OnChange::Lost => {
+                return LossReason::NodeChanged
+            }
             zk::EventType::Session => return std::future::pending().await,
             _ => continue,
         }

@@ -18,7 +18,7 @@
 //! ZooKeeper hands out exactly such a number: the sequence of the ephemeral sequential node a
 //! contender creates under the lock's root. [`Grant::token`] returns it as a [`FencingToken`];
 //! the storage-side rule is one condition, `... WHERE fence <= :token`, on every write and on
-//! the read of a read-modify-write (see [`FencingToken`] and [`FencedStore`]).
+//! the read of a read-modify-write (see [`FencingToken`] for the rule and an example).
 //!
 //! # Quick start
 //!
@@ -50,7 +50,7 @@
 //!   react to connection loss).
 //! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), handoffs of one write
 //!   round trip (the next waiter holds without a read), cancel-safe acquires,
-//!   guards ([`Guard`], [`OwnedGuard`]) that dereference to a [`Grant`]: [`Grant::token`],
+//!   `'static` guards ([`Guard`]) that dereference to a [`Grant`]: [`Grant::token`],
 //!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
 //!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.
 //! - [`LeaderElection`]: [`Leadership`] with a term (its fencing token), `lost()` and `resign()`;
@@ -58,14 +58,24 @@
 //! - [`ZkRwLock`]: shared readers, exclusive writers, FIFO between them (Curator
 //!   `InterProcessReadWriteLock` names).
 //! - [`ZkSemaphore`]: at most N leases, FIFO (Curator `InterProcessSemaphoreV2` layout).
-//! - [`Error`]: the one error type.
+//! - [`Error`]: the one error type ([`Error::is_retryable`] says which to retry).
+//! - [`zookeeper_client`]: the client crate, re-exported, for [`FencedWrite`]'s operations and
+//!   [`Session::client`].
 //!
-//! All recipes share one contender queue: they differ only in their node names, in who holds
-//! and in whom a waiter watches.
+//! The mutex, the election and the read/write lock are one contender queue each, differing only
+//! in their node names and their rule (who holds, whom a waiter watches); the semaphore
+//! composes two queues. `ARCHITECTURE.md` in the repository says where to start reading.
+//!
+//! # Time limits
+//!
+//! Every acquire future is cancel safe, so a time limit is `tokio::time::timeout` around it;
+//! when it elapses, the contender's node is deleted in the background (one request) and nothing
+//! is held. `try_lock` and the other `try_*` forms take one round trip and never wait.
 //!
 //! # Roots
 //!
-//! A recipe creates its root as a persistent node when missing and refuses an ephemeral one.
+//! A recipe creates its root as a persistent node when missing and refuses an ephemeral one
+//! ([`Error::UnsuitableRoot`]).
 //! ZooKeeper reports containers and TTL nodes to clients as persistent, so those cannot be
 //! refused; instead each root gets a persistent child `~zk-recipes-anchor` (sorting after every
 //! contender, also in Curator's order), which keeps the server from ever deleting the root and
@@ -88,11 +98,12 @@ pub mod session;
 
 pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
-pub use fence::{FenceVerdict, FencedStore, FencedWrite, FencingToken};
+pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
-pub use guard::{Guard, OwnedGuard};
-pub use mutex::{OwnedZkMutexGuard, ZkMutex, ZkMutexGuard};
+pub use guard::Guard;
+pub use mutex::{ZkMutex, ZkMutexGuard};
 pub use path::ZkPath;
-pub use rwlock::{OwnedZkRwLockGuard, ZkRwLock, ZkRwLockGuard};
-pub use semaphore::{OwnedZkSemaphoreLease, ZkSemaphore, ZkSemaphoreLease};
+pub use rwlock::{ZkRwLock, ZkRwLockGuard};
+pub use semaphore::{ZkSemaphore, ZkSemaphoreLease};
 pub use session::{LossPolicy, Session, SessionOptions, SessionState};
+pub use zookeeper_client;

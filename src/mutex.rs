@@ -1,20 +1,16 @@
 //! [`ZkMutex`]: a distributed mutex whose grants carry fencing tokens.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::grant::Grant;
-use crate::guard::{Guard, OwnedGuard};
+use crate::guard::Guard;
 use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
 
 /// Curator's `InterProcessMutex` names its nodes `_c_{uuid}-lock-NNNNNNNNNN`; so do we, so
 /// that Rust and Java workers exclude each other on one path.
-const RULE: Rule = Rule {
+pub(crate) const RULE: Rule = Rule {
     names: &["lock-"],
     decide: exclusive,
     head_release: true,
@@ -27,8 +23,23 @@ const RULE: Rule = Rule {
 /// every other watches only its immediate predecessor, so a release wakes exactly one waiter.
 /// The holder deletes its node together with a data change in one transaction, which tells the
 /// woken waiter that everything ahead of it is gone: it holds without reading anything, so a
-/// handoff costs one write round trip. A crashed holder's node goes with its session. Not reentrant: a second `lock()` from the
-/// same process queues behind the first like any other contender.
+/// handoff costs one write round trip. A crashed holder's node goes with its session. Not
+/// reentrant: a second `lock()` from the same process queues behind the first like any other
+/// contender.
+///
+/// For a time limit, wrap [`lock`](ZkMutex::lock) in `tokio::time::timeout`; the future is
+/// cancel safe, so a lock that came too late is never held (its node is deleted in the
+/// background, one request):
+///
+/// ```no_run
+/// # async fn demo(mutex: zk_recipes::ZkMutex) -> Result<(), zk_recipes::Error> {
+/// use std::time::Duration;
+/// match tokio::time::timeout(Duration::from_secs(2), mutex.lock()).await {
+///     Ok(guard) => guard?.release().await?,
+///     Err(_elapsed) => println!("busy for 2 s; try later"),
+/// }
+/// # Ok(()) }
+/// ```
 ///
 /// # Example
 ///
@@ -96,8 +107,10 @@ impl ZkMutex {
     /// [`Error::UnsuitableRoot`](crate::Error::UnsuitableRoot) for a container, TTL or
     /// ephemeral root, [`Error::SequenceWrapped`](crate::Error::SequenceWrapped),
     /// [`Error::Lost`](crate::Error::Lost) when our node was deleted while waiting,
-    /// [`Error::SessionClosed`](crate::Error::SessionClosed), or
-    /// [`Error::Unreachable`](crate::Error::Unreachable) when no new session could be opened.
+    /// [`Error::SessionClosed`](crate::Error::SessionClosed),
+    /// [`Error::ConnectionLost`](crate::Error::ConnectionLost) when a request met a broken
+    /// connection on every try, or [`Error::Unreachable`](crate::Error::Unreachable) when no
+    /// new session could be opened. See [`Error::is_retryable`](crate::Error::is_retryable).
     ///
     /// # Cancel safety
     ///
@@ -109,12 +122,9 @@ impl ZkMutex {
     /// let guard = mutex.lock().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn lock(&self) -> Result<ZkMutexGuard<'_>> {
-        let grant = self
-            .acquire(Wait::Forever)
-            .await?
-            .expect("waits until granted");
-        Ok(Guard::new(grant))
+    pub async fn lock(&self) -> Result<ZkMutexGuard> {
+        let grant = self.acquire(Wait::Forever).await?;
+        grant.map(Guard::new).ok_or_else(never_none)
     }
 
     /// Takes the lock if it is free now; `Ok(None)` otherwise (costs one round trip, leaves no
@@ -137,90 +147,20 @@ impl ZkMutex {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_lock(&self) -> Result<Option<ZkMutexGuard<'_>>> {
+    pub async fn try_lock(&self) -> Result<Option<ZkMutexGuard>> {
         Ok(self.acquire(Wait::No).await?.map(Guard::new))
     }
 
-    /// Waits for the lock at most `timeout`; `Ok(None)` when it was not granted in time.
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](ZkMutex::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`lock`](ZkMutex::lock).
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: zk_recipes::ZkMutex) -> Result<(), zk_recipes::Error> {
-    /// use std::time::Duration;
-    /// if let Some(guard) = mutex.lock_timeout(Duration::from_secs(2)).await? {
-    ///     guard.release().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_timeout(&self, timeout: Duration) -> Result<Option<ZkMutexGuard<'_>>> {
-        let grant = self.acquire(Wait::Until(Instant::now() + timeout)).await?;
-        Ok(grant.map(Guard::new))
-    }
-
-    /// [`lock`](ZkMutex::lock) for an `Arc<ZkMutex>`, returning a guard that owns its mutex
-    /// (`'static`, can move into tasks).
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](ZkMutex::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`lock`](ZkMutex::lock).
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: std::sync::Arc<zk_recipes::ZkMutex>) -> Result<(), zk_recipes::Error> {
-    /// let guard = mutex.clone().lock_owned().await?;
-    /// tokio::spawn(async move {
-    ///     // ... work under the lock ...
-    ///     guard.release().await
-    /// });
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_owned(self: Arc<Self>) -> Result<OwnedZkMutexGuard> {
-        let grant = self
-            .acquire(Wait::Forever)
-            .await?
-            .expect("waits until granted");
-        Ok(OwnedGuard::new(grant, self))
-    }
-
-    /// [`try_lock`](ZkMutex::try_lock) for an `Arc<ZkMutex>`.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_lock`](ZkMutex::try_lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`lock`](ZkMutex::lock).
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: std::sync::Arc<zk_recipes::ZkMutex>) -> Result<(), zk_recipes::Error> {
-    /// let maybe = mutex.try_lock_owned().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_owned(self: Arc<Self>) -> Result<Option<OwnedZkMutexGuard>> {
-        Ok(self
-            .acquire(Wait::No)
-            .await?
-            .map(|grant| OwnedGuard::new(grant, self)))
-    }
-
     async fn acquire(&self, wait: Wait) -> Result<Option<Grant>> {
-        self.queue.acquire(RULE, 0, &[], wait).await
+        self.queue.acquire(RULE, RULE.names[0], &[], wait).await
     }
 }
 
-/// The held mutex, borrowed from its [`ZkMutex`]; see [`Guard`].
-pub type ZkMutexGuard<'a> = Guard<'a, ZkMutex>;
+/// A blocking acquire returns a grant or an error; this error stands in for the `None` that
+/// cannot come.
+pub(crate) fn never_none() -> crate::Error {
+    crate::Error::unexpected("a waiting acquisition returned without a grant".to_owned())
+}
 
-/// The held mutex, owning an `Arc` of its [`ZkMutex`]; see [`OwnedGuard`].
-pub type OwnedZkMutexGuard = OwnedGuard<ZkMutex>;
+/// The held mutex; see [`Guard`].
+pub type ZkMutexGuard = Guard<ZkMutex>;

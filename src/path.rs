@@ -151,7 +151,7 @@ pub(crate) struct Contender {
     /// The child's name (not the full path).
     pub name: String,
     /// Which of the recipe's lock names it carries (e.g. `__READ__` or `__WRIT__`).
-    pub kind: usize,
+    pub kind: &'static str,
     /// The sequence ZooKeeper appended; negative once the parent's counter has wrapped.
     pub sequence: i64,
 }
@@ -159,7 +159,7 @@ pub(crate) struct Contender {
 impl Contender {
     /// Parses `name` against the recipe's lock names; `None` for children that do not match,
     /// which recipes ignore.
-    pub fn parse(name: &str, lock_names: &[&str]) -> Option<Contender> {
+    pub fn parse(name: &str, lock_names: &[&'static str]) -> Option<Contender> {
         let rest = match name.strip_prefix(PROTECTED_PREFIX) {
             Some(rest) => {
                 let uuid = rest.get(..UUID_LEN)?;
@@ -172,8 +172,7 @@ impl Contender {
         };
         let (kind, digits) = lock_names
             .iter()
-            .enumerate()
-            .find_map(|(i, lock)| rest.strip_prefix(lock).map(|d| (i, d)))?;
+            .find_map(|&lock| rest.strip_prefix(lock).map(|d| (lock, d)))?;
         Some(Contender {
             name: name.to_owned(),
             kind,
@@ -223,7 +222,10 @@ pub(crate) fn queue_order(a: &Contender, b: &Contender) -> Ordering {
 }
 
 /// Parses and orders `children`, keeping those that match `lock_names`.
-pub(crate) fn sorted_contenders(children: &[String], lock_names: &[&str]) -> Vec<Contender> {
+pub(crate) fn sorted_contenders(
+    children: &[String],
+    lock_names: &[&'static str],
+) -> Vec<Contender> {
     let mut out: Vec<Contender> = children
         .iter()
         .filter_map(|c| Contender::parse(c, lock_names))
@@ -295,7 +297,7 @@ mod tests {
     #[test]
     fn parses_protected_and_plain_names() {
         let c = Contender::parse(&format!("_c_{UUID}-lock-0000000042"), &["lock-"]).unwrap();
-        assert_eq!((c.kind, c.sequence), (0, 42));
+        assert_eq!((c.kind, c.sequence), ("lock-", 42));
         assert!(c.has_uuid(UUID));
         let plain = Contender::parse("lock-0000000003", &["lock-"]).unwrap();
         assert_eq!(plain.sequence, 3);
@@ -305,7 +307,7 @@ mod tests {
             &["__READ__", "__WRIT__"],
         )
         .unwrap();
-        assert_eq!((w.kind, w.sequence), (1, 9));
+        assert_eq!((w.kind, w.sequence), ("__WRIT__", 9));
     }
 
     #[test]

@@ -1,24 +1,37 @@
 //! [`ZkRwLock`]: a distributed read/write lock on the shared queue.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::error::Result;
-use crate::guard::{Guard, OwnedGuard};
-use crate::queue::{read_write, Queue, Rule, Wait, WRITER};
+use crate::guard::Guard;
+use crate::mutex::never_none;
+use crate::path::Contender;
+use crate::queue::{exclusive, Decision, Queue, Rule, Wait};
 use crate::session::Session;
 
 /// Curator's `InterProcessReadWriteLock` names: `_c_{uuid}-__READ__NNNNNNNNNN` and
 /// `_c_{uuid}-__WRIT__NNNNNNNNNN`, ordered together by sequence.
-const RULE: Rule = Rule {
-    names: &["__READ__", "__WRIT__"],
+const READER: &str = "__READ__";
+const WRITER: &str = "__WRIT__";
+
+pub(crate) const RULE: Rule = Rule {
+    names: &[READER, WRITER],
     decide: read_write,
     head_release: true,
 };
-const READER: usize = 0;
+
+/// The read/write rule: a writer holds alone (first in the queue) and watches its immediate
+/// predecessor; a reader holds when no writer is ahead of it and otherwise watches the closest
+/// writer ahead, so a writer's release wakes exactly the readers that can now proceed.
+fn read_write(queue: &[Contender], ours: usize) -> Decision {
+    if queue[ours].kind == WRITER {
+        return exclusive(queue, ours);
+    }
+    match queue[..ours].iter().rposition(|c| c.kind == WRITER) {
+        None => Decision::Hold,
+        Some(writer) => Decision::Watch(writer),
+    }
+}
 
 /// A distributed read/write lock: readers hold together while no writer is ahead of them, a
 /// writer holds alone, and grants follow queue order (FIFO between readers and writers, so a
@@ -47,10 +60,7 @@ pub struct ZkRwLock {
 }
 
 /// A held read or write lock of a [`ZkRwLock`]; see [`Guard`].
-pub type ZkRwLockGuard<'a> = Guard<'a, ZkRwLock>;
-
-/// A held read or write lock owning an `Arc` of its [`ZkRwLock`]; see [`OwnedGuard`].
-pub type OwnedZkRwLockGuard = OwnedGuard<ZkRwLock>;
+pub type ZkRwLockGuard = Guard<ZkRwLock>;
 
 impl fmt::Debug for ZkRwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -104,13 +114,9 @@ impl ZkRwLock {
     /// let guard = lock.read().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn read(&self) -> Result<ZkRwLockGuard<'_>> {
-        Ok(Guard::new(
-            self.queue
-                .acquire(RULE, READER, &[], Wait::Forever)
-                .await?
-                .expect("waits"),
-        ))
+    pub async fn read(&self) -> Result<ZkRwLockGuard> {
+        let grant = self.queue.acquire(RULE, READER, &[], Wait::Forever).await?;
+        grant.map(Guard::new).ok_or_else(never_none)
     }
 
     /// Takes a read lock if no writer holds or waits ahead; `Ok(None)` otherwise.
@@ -128,34 +134,10 @@ impl ZkRwLock {
     /// if let Some(guard) = lock.try_read().await? { guard.release().await?; }
     /// # Ok(()) }
     /// ```
-    pub async fn try_read(&self) -> Result<Option<ZkRwLockGuard<'_>>> {
+    pub async fn try_read(&self) -> Result<Option<ZkRwLockGuard>> {
         Ok(self
             .queue
             .acquire(RULE, READER, &[], Wait::No)
-            .await?
-            .map(Guard::new))
-    }
-
-    /// Waits for a read lock at most `timeout`; `Ok(None)` if not granted in time.
-    ///
-    /// # Errors
-    ///
-    /// As [`read`](ZkRwLock::read).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`read`](ZkRwLock::read).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: zk_recipes::ZkRwLock) -> Result<(), zk_recipes::Error> {
-    /// let maybe = lock.read_timeout(std::time::Duration::from_secs(1)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_timeout(&self, timeout: Duration) -> Result<Option<ZkRwLockGuard<'_>>> {
-        let wait = Wait::Until(Instant::now() + timeout);
-        Ok(self
-            .queue
-            .acquire(RULE, READER, &[], wait)
             .await?
             .map(Guard::new))
     }
@@ -175,13 +157,9 @@ impl ZkRwLock {
     /// let guard = lock.write().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn write(&self) -> Result<ZkRwLockGuard<'_>> {
-        Ok(Guard::new(
-            self.queue
-                .acquire(RULE, WRITER, &[], Wait::Forever)
-                .await?
-                .expect("waits"),
-        ))
+    pub async fn write(&self) -> Result<ZkRwLockGuard> {
+        let grant = self.queue.acquire(RULE, WRITER, &[], Wait::Forever).await?;
+        grant.map(Guard::new).ok_or_else(never_none)
     }
 
     /// Takes the write lock if nobody holds or waits ahead; `Ok(None)` otherwise.
@@ -199,83 +177,42 @@ impl ZkRwLock {
     /// if let Some(guard) = lock.try_write().await? { guard.release().await?; }
     /// # Ok(()) }
     /// ```
-    pub async fn try_write(&self) -> Result<Option<ZkRwLockGuard<'_>>> {
+    pub async fn try_write(&self) -> Result<Option<ZkRwLockGuard>> {
         Ok(self
             .queue
             .acquire(RULE, WRITER, &[], Wait::No)
             .await?
             .map(Guard::new))
     }
+}
 
-    /// Waits for the write lock at most `timeout`; `Ok(None)` if not granted in time.
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](ZkRwLock::write).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`read`](ZkRwLock::read).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: zk_recipes::ZkRwLock) -> Result<(), zk_recipes::Error> {
-    /// let maybe = lock.write_timeout(std::time::Duration::from_secs(1)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_timeout(&self, timeout: Duration) -> Result<Option<ZkRwLockGuard<'_>>> {
-        let wait = Wait::Until(Instant::now() + timeout);
-        Ok(self
-            .queue
-            .acquire(RULE, WRITER, &[], wait)
-            .await?
-            .map(Guard::new))
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A queue of readers (`R`) and writers (`W`), sequences 0, 1, ...
+    pub(crate) fn queue(kinds: &str) -> Vec<Contender> {
+        kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| Contender {
+                name: format!("{k}{i:010}"),
+                kind: if k == 'W' { WRITER } else { READER },
+                sequence: i as i64,
+            })
+            .collect()
     }
 
-    /// [`read`](ZkRwLock::read) for an `Arc<ZkRwLock>`, returning an owned guard.
-    ///
-    /// # Errors
-    ///
-    /// As [`read`](ZkRwLock::read).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`read`](ZkRwLock::read).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: std::sync::Arc<zk_recipes::ZkRwLock>) -> Result<(), zk_recipes::Error> {
-    /// let guard = lock.read_owned().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn read_owned(self: Arc<Self>) -> Result<OwnedZkRwLockGuard> {
-        let grant = self
-            .queue
-            .acquire(RULE, READER, &[], Wait::Forever)
-            .await?
-            .expect("waits");
-        Ok(OwnedGuard::new(grant, self))
-    }
-
-    /// [`write`](ZkRwLock::write) for an `Arc<ZkRwLock>`, returning an owned guard.
-    ///
-    /// # Errors
-    ///
-    /// As [`write`](ZkRwLock::write).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`read`](ZkRwLock::read).
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: std::sync::Arc<zk_recipes::ZkRwLock>) -> Result<(), zk_recipes::Error> {
-    /// let guard = lock.write_owned().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_owned(self: Arc<Self>) -> Result<OwnedZkRwLockGuard> {
-        let grant = self
-            .queue
-            .acquire(RULE, WRITER, &[], Wait::Forever)
-            .await?
-            .expect("waits");
-        Ok(OwnedGuard::new(grant, self))
+    #[test]
+    fn readers_share_until_a_writer_and_watch_the_closest_writer() {
+        let q = queue("RRWRRWR");
+        let decisions: Vec<Decision> = (0..q.len()).map(|i| read_write(&q, i)).collect();
+        use Decision::*;
+        assert_eq!(
+            decisions,
+            [Hold, Hold, Watch(1), Watch(2), Watch(2), Watch(4), Watch(5)]
+        );
+        assert_eq!(read_write(&queue("W"), 0), Hold);
+        assert_eq!(read_write(&queue("RW"), 1), Watch(0));
     }
 }

@@ -1,30 +1,28 @@
 //! [`ZkSemaphore`]: at most N leases at a time, FIFO, on the shared queue.
 //!
-//! The layout is Curator's `InterProcessSemaphoreV2`: contenders queue on an internal mutex at
-//! `{root}/locks`; the one at its head creates its lease node under `{root}/leases` and waits,
-//! watching the leases, until at most `permits` exist; then it lets the next contender in. So
-//! only the head watches the leases (one wake-up per release) and everyone else watches its
-//! predecessor in the mutex queue.
+//! The semaphore has no rule of its own: it composes two queues, in Curator's
+//! `InterProcessSemaphoreV2` layout. Contenders queue on an internal mutex at `{root}/locks`
+//! (the mutex's rule); the one at its head creates its lease node under `{root}/leases` (a
+//! queue whose order nobody waits on) and waits, watching the leases, until at most `permits`
+//! exist; then it lets the next contender in. So only the head watches the leases (one
+//! wake-up per release) and everyone else watches its predecessor in the mutex queue.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::OnceLock;
 
-use tokio::time::Instant;
-use tracing::{debug, info, info_span, Instrument};
+use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
-use crate::error::{connection_lost, Error, Result};
-use crate::guard::{Guard, OwnedGuard};
+use crate::error::{Error, Result};
+use crate::grant::OnChange;
+use crate::guard::Guard;
+use crate::mutex::never_none;
 use crate::path::sorted_contenders;
-use crate::queue::{exclusive, Created, Queue, Rule, Wait};
-use crate::session::{Epoch, Session};
+use crate::queue::{Created, Queue, Wait};
+use crate::session::{Epoch, Release, Session};
 
-const LOCK: Rule = Rule {
-    names: &["lock-"],
-    decide: exclusive,
-    head_release: true,
-};
+/// The internal mutex is a plain [`ZkMutex`](crate::ZkMutex) queue (Curator's `lock-` names).
+const LOCK: crate::queue::Rule = crate::mutex::RULE;
 const LEASE: &[&str] = &["lease-"];
 
 /// A distributed counting semaphore: at most `permits` leases held at any moment, granted in
@@ -59,10 +57,7 @@ pub struct ZkSemaphore {
 }
 
 /// A held lease of a [`ZkSemaphore`]; see [`Guard`].
-pub type ZkSemaphoreLease<'a> = Guard<'a, ZkSemaphore>;
-
-/// A held lease owning an `Arc` of its [`ZkSemaphore`]; see [`OwnedGuard`].
-pub type OwnedZkSemaphoreLease = OwnedGuard<ZkSemaphore>;
+pub type ZkSemaphoreLease = Guard<ZkSemaphore>;
 
 impl fmt::Debug for ZkSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -140,12 +135,9 @@ impl ZkSemaphore {
     /// let lease = semaphore.acquire().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire(&self) -> Result<ZkSemaphoreLease<'_>> {
-        Ok(Guard::new(
-            self.lease(Wait::Forever)
-                .await?
-                .expect("waits until granted"),
-        ))
+    pub async fn acquire(&self) -> Result<ZkSemaphoreLease> {
+        let grant = self.lease(Wait::Forever).await?;
+        grant.map(Guard::new).ok_or_else(never_none)
     }
 
     /// Takes a lease if one is free and nobody waits ahead; `Ok(None)` otherwise.
@@ -163,61 +155,16 @@ impl ZkSemaphore {
     /// if let Some(lease) = semaphore.try_acquire().await? { lease.release().await?; }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire(&self) -> Result<Option<ZkSemaphoreLease<'_>>> {
+    pub async fn try_acquire(&self) -> Result<Option<ZkSemaphoreLease>> {
         Ok(self.lease(Wait::No).await?.map(Guard::new))
     }
 
-    /// Waits for a lease at most `timeout`; `Ok(None)` if not granted in time.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](ZkSemaphore::acquire).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`acquire`](ZkSemaphore::acquire).
-    ///
-    /// ```no_run
-    /// # async fn demo(semaphore: zk_recipes::ZkSemaphore) -> Result<(), zk_recipes::Error> {
-    /// let maybe = semaphore.acquire_timeout(std::time::Duration::from_secs(1)).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ZkSemaphoreLease<'_>>> {
-        Ok(self
-            .lease(Wait::Until(Instant::now() + timeout))
-            .await?
-            .map(Guard::new))
-    }
-
-    /// [`acquire`](ZkSemaphore::acquire) for an `Arc<ZkSemaphore>`, returning an owned lease.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](ZkSemaphore::acquire).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe, as [`acquire`](ZkSemaphore::acquire).
-    ///
-    /// ```no_run
-    /// # async fn demo(semaphore: std::sync::Arc<zk_recipes::ZkSemaphore>) -> Result<(), zk_recipes::Error> {
-    /// let lease = semaphore.acquire_owned().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquire_owned(self: Arc<Self>) -> Result<OwnedZkSemaphoreLease> {
-        let grant = self
-            .lease(Wait::Forever)
-            .await?
-            .expect("waits until granted");
-        Ok(OwnedGuard::new(grant, self))
-    }
-
     async fn lease(&self, wait: Wait) -> Result<Option<crate::Grant>> {
-        let span = info_span!("acquire", path = %self.root, permits = self.permits);
+        let span = debug_span!("acquire", path = %self.root, permits = self.permits);
         async {
             self.check_permits().await?;
             // The head of the internal mutex queue is the only contender creating leases.
-            let Some(head) = self.locks.acquire(LOCK, 0, &[], wait).await? else {
+            let Some(head) = self.locks.acquire(LOCK, LOCK.names[0], &[], wait).await? else {
                 return Ok(None);
             };
             let epoch = self.session.epoch().await?;
@@ -225,81 +172,43 @@ impl ZkSemaphore {
             let granted = self.wait_for_room(&epoch, &created, wait).await;
             // Let the next contender in, whatever happened; dropping would do it too.
             let _ = head.release().await;
-            match granted? {
-                true => {
-                    info!(node = %created.node.path, "lease granted");
-                    Ok(Some(created.into_grant(false, false)))
-                }
-                false => Ok(None),
+            if !granted? {
+                return Ok(None);
             }
+            debug!(node = %created.node.path, "lease granted");
+            Ok(Some(created.into_grant(Release::Plain, OnChange::Ignore)))
         }
         .instrument(span)
         .await
     }
 
-    /// Waits until the leases (ours included) number at most `permits`.
+    /// Waits until the leases (ours included) number at most `permits`; `false` when they do
+    /// not and `wait` is [`Wait::No`].
     async fn wait_for_room(&self, epoch: &Epoch, created: &Created, wait: Wait) -> Result<bool> {
         let leases = self.leases.root().as_str();
-        let mut children = created.children.clone();
-        loop {
-            let live = sorted_contenders(&children, LEASE)
-                .iter()
-                .filter(|c| !c.is_wrapped())
-                .count();
-            if live <= self.permits as usize {
-                return Ok(true);
-            }
-            if matches!(wait, Wait::No) {
-                return Ok(false);
-            }
-            let client = epoch.client()?;
-            let (listed, watcher) = match client.get_and_watch_children(leases).await {
-                Ok((listed, _, watcher)) => (listed, watcher),
-                Err(e) if connection_lost(&e) => {
-                    drop(client);
-                    epoch.wait_reconnect().await;
-                    children = self.leases_now(epoch).await?;
-                    continue;
-                }
-                Err(e) => return Err(Error::zk(e, leases)),
-            };
-            drop(client);
-            let full = sorted_contenders(&listed, LEASE)
+        let live = |children: &[String]| {
+            sorted_contenders(children, LEASE)
                 .iter()
                 .filter(|c| !c.is_wrapped())
                 .count()
-                > self.permits as usize;
-            if full {
-                let deadline = async {
-                    match wait {
-                        Wait::Until(t) => tokio::time::sleep_until(t).await,
-                        Wait::No | Wait::Forever => std::future::pending().await,
-                    }
-                };
-                debug!("waiting for a lease");
-                tokio::select! {
-                    event = watcher.changed() => debug!(event = ?event.event_type, "lease watch fired"),
-                    _ = epoch.ended() => return Err(Error::SessionExpired),
-                    _ = deadline => return Ok(false),
-                }
-                children = self.leases_now(epoch).await?;
-            } else {
-                children = listed;
-            }
+        };
+        if live(&created.children) <= self.permits as usize {
+            return Ok(true);
         }
-    }
-
-    async fn leases_now(&self, epoch: &Epoch) -> Result<Vec<String>> {
-        let leases = self.leases.root().as_str();
+        if wait == Wait::No {
+            return Ok(false);
+        }
         loop {
-            let client = epoch.client()?;
-            match client.list_children(leases).await {
-                Ok(children) => return Ok(children),
-                Err(e) if connection_lost(&e) => {
-                    drop(client);
-                    epoch.wait_reconnect().await;
-                }
-                Err(e) => return Err(Error::zk(e, leases)),
+            let (listed, _, watcher) = epoch
+                .retry(leases, |c| async move { c.get_and_watch_children(leases).await })
+                .await?;
+            if live(&listed) <= self.permits as usize {
+                return Ok(true);
+            }
+            debug!("waiting for a lease");
+            tokio::select! {
+                event = watcher.changed() => debug!(event = ?event.event_type, "lease watch fired"),
+                _ = epoch.ended() => return Err(epoch.over()),
             }
         }
     }
@@ -312,21 +221,35 @@ impl ZkSemaphore {
         }
         let ours = self.permits.to_string();
         let root = self.root.as_str();
-        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let open = &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let epoch = self.session.epoch().await?;
         loop {
-            let client = self.session.client().await?;
-            match client.get_data(root).await {
-                Ok((data, stat)) if data.is_empty() => {
-                    match client
-                        .set_data(root, ours.as_bytes(), Some(stat.version))
-                        .await
-                    {
-                        Ok(_) => break,
-                        Err(zk::Error::BadVersion) => continue,
-                        Err(e) => return Err(Error::zk(e, root)),
+            let read = epoch
+                .retry(root, |c| async move {
+                    match c.get_data(root).await {
+                        Err(zk::Error::NoNode) => Ok(None),
+                        other => other.map(Some),
+                    }
+                })
+                .await?;
+            match read {
+                Some((data, stat)) if data.is_empty() => {
+                    let ours = ours.as_bytes();
+                    let set = epoch
+                        .retry(root, |c| async move {
+                            match c.set_data(root, ours, Some(stat.version)).await {
+                                // Someone else stored a count first (or our lost reply did):
+                                // read again.
+                                Err(zk::Error::BadVersion) => Ok(false),
+                                other => other.map(|_| true),
+                            }
+                        })
+                        .await?;
+                    if set {
+                        break;
                     }
                 }
-                Ok((data, _)) => {
+                Some((data, _)) => {
                     let stored = String::from_utf8_lossy(&data).trim().parse::<u32>().ok();
                     if stored == Some(self.permits) {
                         break;
@@ -337,24 +260,23 @@ impl ZkSemaphore {
                         ours: self.permits,
                     });
                 }
-                Err(zk::Error::NoNode) => {
+                None => {
                     if let Some((parent, _)) = root.rsplit_once('/').filter(|(p, _)| !p.is_empty())
                     {
-                        client
-                            .mkdir(parent, &open)
-                            .await
-                            .map_err(|e| Error::zk(e, parent))?;
+                        epoch
+                            .retry(parent, |c| async move { c.mkdir(parent, open).await })
+                            .await?;
                     }
-                    match client.create(root, ours.as_bytes(), &open).await {
-                        Ok(_) | Err(zk::Error::NodeExists) => continue,
-                        Err(e) => return Err(Error::zk(e, root)),
-                    }
+                    let ours = ours.as_bytes();
+                    epoch
+                        .retry(root, |c| async move {
+                            match c.create(root, ours, open).await {
+                                Err(zk::Error::NodeExists) => Ok(()),
+                                other => other.map(|_| ()),
+                            }
+                        })
+                        .await?;
                 }
-                Err(e) if connection_lost(&e) => {
-                    drop(client);
-                    self.session.epoch().await?.wait_reconnect().await;
-                }
-                Err(e) => return Err(Error::zk(e, root)),
             }
         }
         debug!(permits = self.permits, "permit count checked");

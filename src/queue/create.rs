@@ -1,0 +1,286 @@
+//! Putting a contender node in a queue: the create and the listing leave back to back, a
+//! create whose reply was lost is recovered by its uuid and owner, and a node nobody took over
+//! deletes itself in the background ([`OwnedNode`]).
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tracing::debug;
+use zookeeper_client as zk;
+
+use super::Queue;
+use crate::error::{connection_lost, Error, Result};
+use crate::fence::FencingToken;
+use crate::grant::{Grant, OnChange};
+use crate::path::{new_uuid, protected_prefix, sorted_contenders, Contender, ZkPath};
+use crate::session::{Deleted, Epoch, Release, Session};
+
+const NODE_OPTIONS: zk::CreateOptions<'static> =
+    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+
+/// A node just put in a queue, with the children listed right after.
+pub(crate) struct Created {
+    pub node: OwnedNode,
+    pub contender: Contender,
+    /// The token a grant of this node carries.
+    pub token: FencingToken,
+    pub czxid: i64,
+    pub children: Vec<String>,
+}
+
+impl Created {
+    /// The node holds: hand it out, to be deleted as `release` says, and ended by a data
+    /// change as `on_change` says.
+    pub fn into_grant(self, release: Release, on_change: OnChange) -> Grant {
+        let (session, epoch, path) = self.node.disarm();
+        Grant::new(
+            session,
+            epoch,
+            path,
+            self.token,
+            self.czxid,
+            release,
+            on_change,
+        )
+    }
+}
+
+impl Queue {
+    /// Puts a node named `name` carrying `data` in the queue (checking the root first) and
+    /// returns it with the children listed right after its creation. Dropping the result
+    /// deletes the node in the background.
+    pub async fn enqueue(
+        &self,
+        epoch: &Arc<Epoch>,
+        name: &'static str,
+        data: &[u8],
+    ) -> Result<Created> {
+        let mut replaced = 0;
+        let (node, contender, czxid, children) = loop {
+            let root_czxid = self.ensure_root(epoch).await?;
+            match self.create(epoch, name, data, root_czxid).await {
+                // An emptied container root reaped (and perhaps created again) since we looked:
+                // follow it, a few times at most.
+                Err(Error::RootReplaced { .. }) if !self.anchored && replaced < 3 => {
+                    replaced += 1;
+                    debug!(root = %self.root, "the root was replaced; following it");
+                    *self.root_czxid.lock().unwrap() = None;
+                }
+                created => break created?,
+            }
+        };
+        debug!(node = %node.path, sequence = contender.sequence, "enqueued");
+        let Some(token) = FencingToken::from_sequence(contender.sequence) else {
+            // Delete the refused node before answering, so that the caller finds no trace of
+            // it; should that fail (or this future be dropped), it deletes itself in the
+            // background.
+            if let Ok(Deleted::ByUs | Deleted::Before) =
+                node.epoch.delete(&node.path, Release::Plain).await
+            {
+                drop(node.disarm());
+            }
+            return Err(Error::SequenceWrapped {
+                path: self.root.to_string(),
+                sequence: contender.sequence,
+            });
+        };
+        Ok(Created {
+            node,
+            contender,
+            token,
+            czxid,
+            children,
+        })
+    }
+
+    /// Creates our node and lists the children in one go: both requests leave back to back on
+    /// the same session (ZooKeeper answers a session's requests in order), so the listing
+    /// includes our node and costs no extra round trip.
+    ///
+    /// The work runs in its own task, which hands the node over as an [`OwnedNode`]: if the
+    /// caller was cancelled meanwhile, the node is dropped and deleted in the background.
+    async fn create(
+        &self,
+        epoch: &Arc<Epoch>,
+        name: &'static str,
+        data: &[u8],
+        root_czxid: i64,
+    ) -> Result<Found> {
+        let (tx, rx) = oneshot::channel();
+        let task = CreateTask {
+            session: self.session.clone(),
+            epoch: epoch.clone(),
+            root: self.root.clone(),
+            prefix: self.root.child(&protected_prefix(&new_uuid(), name)),
+            name,
+            data: data.to_vec(),
+            root_czxid,
+        };
+        tokio::spawn(async move {
+            // A failed send drops the node, which deletes itself.
+            let _ = tx.send(task.run().await);
+        });
+        rx.await.unwrap_or(Err(Error::SessionClosed))
+    }
+}
+
+/// Our node, parsed, its czxid, and the children listed right after its creation.
+type Found = (OwnedNode, Contender, i64, Vec<String>);
+
+struct CreateTask {
+    session: Session,
+    epoch: Arc<Epoch>,
+    root: ZkPath,
+    /// `{root}/_c_{uuid}-{name}`: ZooKeeper appends the sequence.
+    prefix: String,
+    name: &'static str,
+    data: Vec<u8>,
+    /// What the root's czxid must be: another means the root was replaced.
+    root_czxid: i64,
+}
+
+impl CreateTask {
+    async fn run(self) -> Result<Found> {
+        let root = self.root.as_str();
+        let names = [self.name];
+        let mut losses = 0;
+        loop {
+            let client = self.epoch.client()?;
+            let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+            let list = client.get_children(root);
+            let (created, listed) = (create.await, list.await);
+            drop(client);
+            match created {
+                Ok((stat, sequence)) => {
+                    let path = format!("{}{}", self.prefix, sequence);
+                    let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                    // A grant stands for the session it was made on, and only that one.
+                    if stat.ephemeral_owner != self.epoch.id() {
+                        return Err(Error::unexpected(format!(
+                            "{} is owned by session {:#x}, not ours",
+                            node.path, stat.ephemeral_owner
+                        )));
+                    }
+                    let name = node.path[root.len() + 1..].to_owned();
+                    let contender = Contender::parse(&name, &names).ok_or_else(|| {
+                        Error::unexpected(format!("unparsable node name {name}"))
+                    })?;
+                    let children = match listed {
+                        Ok((children, parent)) => {
+                            self.check_root(&parent)?;
+                            children
+                        }
+                        // The listing shares the create's fate only on a broken connection.
+                        Err(_) => self.list_again().await?,
+                    };
+                    return Ok((node, contender, stat.czxid, children));
+                }
+                Err(zk::Error::NoNode) => {
+                    return Err(Error::RootReplaced {
+                        path: root.to_owned(),
+                    })
+                }
+                Err(e) if connection_lost(&e) => {
+                    // The create may have happened with its reply lost: look for our uuid.
+                    self.epoch.after_loss(&mut losses).await?;
+                    if let Some(found) = self.find_ours(&names).await? {
+                        return Ok(found);
+                    }
+                }
+                Err(err) => return Err(self.epoch.error(err, root)),
+            }
+        }
+    }
+
+    async fn list_again(&self) -> Result<Vec<String>> {
+        let root = self.root.as_str();
+        let (children, parent) = self
+            .epoch
+            .retry(root, |c| async move { c.get_children(root).await })
+            .await?;
+        self.check_root(&parent)?;
+        Ok(children)
+    }
+
+    /// A root with another czxid than the one checked was deleted and created again: its
+    /// sequence restarted, and tokens from it would not be ordered after earlier ones.
+    fn check_root(&self, parent: &zk::Stat) -> Result<()> {
+        if parent.czxid == self.root_czxid {
+            Ok(())
+        } else {
+            Err(Error::RootReplaced {
+                path: self.root.to_string(),
+            })
+        }
+    }
+
+    /// After a lost reply: our node, if the create happened, recognised by our uuid and by an
+    /// `ephemeralOwner` that is our session (a node from another session is not ours).
+    async fn find_ours(&self, names: &[&'static str]) -> Result<Option<Found>> {
+        let children = self.list_again().await?;
+        let uuid = &self.prefix[self.root.as_str().len() + 1 + 3..][..36];
+        for contender in sorted_contenders(&children, names) {
+            if !contender.has_uuid(uuid) {
+                continue;
+            }
+            let path = self.root.child(&contender.name);
+            let at = path.as_str();
+            let Some(stat) = self
+                .epoch
+                .retry(at, |c| async move { c.check_stat(at).await })
+                .await?
+            else {
+                continue;
+            };
+            if stat.ephemeral_owner == self.epoch.id() {
+                debug!(node = %path, "recovered our node after a lost create reply");
+                let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                return Ok(Some((node, contender, stat.czxid, children)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A contender node we created and have not yet handed out: dropping it deletes it in the
+/// background (a cancelled or failed acquisition).
+pub(crate) struct OwnedNode {
+    pub session: Session,
+    pub epoch: Arc<Epoch>,
+    pub path: String,
+    armed: bool,
+}
+
+impl OwnedNode {
+    fn new(session: Session, epoch: Arc<Epoch>, path: String) -> OwnedNode {
+        OwnedNode {
+            session,
+            epoch,
+            path,
+            armed: true,
+        }
+    }
+
+    /// Hands the node on (to a grant, which takes over its deletion).
+    fn disarm(mut self) -> (Session, Arc<Epoch>, String) {
+        self.armed = false;
+        (
+            self.session.clone(),
+            self.epoch.clone(),
+            std::mem::take(&mut self.path),
+        )
+    }
+}
+
+impl Drop for OwnedNode {
+    fn drop(&mut self) {
+        if self.armed {
+            debug!(node = %self.path, "abandoned contender node; deleting in the background");
+            self.session.clean_up(
+                self.epoch.clone(),
+                std::mem::take(&mut self.path),
+                Release::Plain,
+            );
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The supervisor: follows the current ZooKeeper session's state, publishes it, gives up a
+//! session that stayed disconnected for a whole session timeout, and opens a new session after
+//! expiry.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, info, info_span, warn, Instrument};
+use zookeeper_client as zk;
+
+use super::cleanup::Release;
+use super::epoch::{Epoch, EpochState};
+use super::{SessionOptions, SessionState};
+use crate::nodelay::Connections;
+
+pub(super) async fn supervise(
+    options: SessionOptions,
+    mut epoch: Arc<Epoch>,
+    state: watch::Sender<SessionState>,
+    current: watch::Sender<Option<Arc<Epoch>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Resolved once (bounded): a reconnect must not wait for a name server.
+    let nodelay_servers = options.nodelay_servers().await;
+    loop {
+        let span = info_span!("session", session_id = format_args!("{:#x}", epoch.id));
+        let Ok(client) = epoch.client() else { return };
+        let mut watcher = client.state_watcher();
+        drop(client);
+        let servers = nodelay_servers.as_deref();
+        let closing = follow(&epoch, &mut watcher, &state, &mut shutdown, servers)
+            .instrument(span)
+            .await;
+        epoch.end(closing);
+        if closing {
+            // With our handle gone, zookeeper-client sends closeSession once the last request
+            // in flight is done: wait (bounded) for the server's answer, so that a process
+            // exiting right after `close().await` leaves no ephemeral node behind.
+            let confirmed = async {
+                while !watcher.peek_state().is_terminated() {
+                    watcher.changed().await;
+                }
+            };
+            if tokio::time::timeout(options.connection_timeout, confirmed)
+                .await
+                .is_err()
+            {
+                warn!(
+                    "the server did not confirm the close in time (a client handle still in use?)"
+                );
+            }
+            current.send_replace(None);
+            state.send_replace(SessionState::Closed);
+            debug!(
+                session_id = format_args!("{:#x}", epoch.id),
+                "session closed"
+            );
+            return;
+        }
+        warn!(
+            session_id = format_args!("{:#x}", epoch.id),
+            "session expired; opening a new one"
+        );
+        state.send_replace(SessionState::Expired {
+            session_id: epoch.id,
+        });
+        let mut backoff = Duration::from_millis(50);
+        epoch = loop {
+            tokio::select! {
+                biased;
+                _ = closed(&mut shutdown) => {
+                    current.send_replace(None);
+                    state.send_replace(SessionState::Closed);
+                    return;
+                }
+                opened = options.open() => match opened {
+                    Ok(client) => break Arc::new(Epoch::new(client, options.loss_policy)),
+                    Err(err) => {
+                        debug!(%err, "reconnect failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                },
+            }
+        };
+        info!(
+            session_id = format_args!("{:#x}", epoch.id),
+            "new session connected"
+        );
+        current.send_replace(Some(epoch.clone()));
+        state.send_replace(SessionState::Connected {
+            session_id: epoch.id,
+        });
+    }
+}
+
+/// Follows one ZooKeeper session until it is over; returns whether we are closing.
+async fn follow(
+    epoch: &Arc<Epoch>,
+    watcher: &mut zk::StateWatcher,
+    state: &watch::Sender<SessionState>,
+    shutdown: &mut watch::Receiver<bool>,
+    nodelay_servers: Option<&[SocketAddr]>,
+) -> bool {
+    let id = epoch.id;
+    let mut suspended_since: Option<tokio::time::Instant> = None;
+    // The connections to the servers since ours was last set up: when the client is back
+    // (it reconnects by itself, often before we hear it was gone), its new connection is
+    // among those that appeared since.
+    let mut known = nodelay_servers.map(|_| Connections::now());
+    loop {
+        let give_up = suspended_since.map(|t| t + epoch.timeout);
+        tokio::select! {
+            biased;
+            _ = closed(shutdown) => return true,
+            _ = sleep_until(give_up) => {
+                warn!("disconnected for a whole session timeout; giving the session up");
+                return false;
+            }
+            zk_state = watcher.changed() => match zk_state {
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                    info!("session reconnected");
+                    if let (Some(before), Some(servers)) = (&known, nodelay_servers) {
+                        let set = before.set_nodelay_on_new(servers);
+                        debug!(connections = set, "TCP_NODELAY set");
+                        known = Some(Connections::now());
+                    }
+                    suspended_since = None;
+                    epoch.set(EpochState::Live);
+                    for path in epoch.take_suspended_grants() {
+                        info!(node = %path, "deleting a grant lost to the suspension");
+                        let epoch = epoch.clone();
+                        tokio::spawn(async move { epoch.delete(&path, Release::Plain).await });
+                    }
+                    state.send_replace(SessionState::Connected { session_id: id });
+                }
+                zk::SessionState::Disconnected => {
+                    warn!("session suspended (disconnected)");
+                    suspended_since.get_or_insert_with(tokio::time::Instant::now);
+                    epoch.set(EpochState::Suspended);
+                    state.send_replace(SessionState::Suspended { session_id: id });
+                }
+                // Closed without our close: treat like expiry (the reconnect loop notices a
+                // shutdown first).
+                zk::SessionState::Closed | zk::SessionState::Expired | zk::SessionState::AuthFailed => return false,
+            },
+        }
+    }
+}
+
+/// Resolves on `close()` or when the last `Session` is dropped.
+async fn closed(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|closed| *closed).await;
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
