@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{Error, LeaderElection, LossPolicy, Session, SessionOptions};
+use zk_recipes::{Error, Grant, LeaderElection, LossPolicy, Session, SessionOptions};
 use zk_testcontainers::{expire_session, test_server};
 use zookeeper_client as zkc;
 
@@ -315,9 +315,8 @@ async fn run_worker(
                 }
                 _ = ticks.tick() => {
                     counter += 1;
-                    let mut write = leadership.fenced_write();
-                    write.create(&format!("{journal}/entry-"), format!("{term}:{counter}:{id}").as_bytes(), zkc::CreateMode::PersistentSequential);
-                    match write.commit().await {
+                    let entry = format!("{term}:{counter}:{id}");
+                    match journal_write(&leadership, &format!("{journal}/entry-"), entry.as_bytes()).await {
                         Ok(_) => { board.accepted.fetch_add(1, Ordering::Relaxed); }
                         Err(e @ (Error::Lost { .. } | Error::SessionExpired)) => {
                             board.refused.fetch_add(1, Ordering::Relaxed);
@@ -431,4 +430,13 @@ fn fail(msg: &str) -> ! {
 fn fail_code(msg: &str) -> i32 {
     eprintln!("leader_election: {msg}");
     1
+}
+
+/// Appends a journal entry in a transaction that commits only while `leadership` holds.
+async fn journal_write(leadership: &Grant, prefix: &str, entry: &[u8]) -> Result<(), Error> {
+    let client = leadership.client()?;
+    let mut write = leadership.fenced_write(&client)?;
+    let mode = zkc::CreateMode::PersistentSequential.with_acls(zkc::Acls::anyone_all());
+    write.add_create(prefix, entry, &mode).map_err(Error::Zk)?;
+    write.commit().await.map(drop)
 }

@@ -75,7 +75,7 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidPath`] for a malformed path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a malformed path.
     ///
     /// ```no_run
     /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -120,11 +120,44 @@ impl LeaderElection {
         .await
     }
 
+    /// Leads if nobody else does now: `Ok(None)` otherwise, with the candidacy withdrawn
+    /// (one round trip, never a wait).
+    ///
+    /// # Errors
+    ///
+    /// As [`ZkMutex::try_lock`](crate::ZkMutex::try_lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`campaign`](LeaderElection::campaign).
+    ///
+    /// ```no_run
+    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+    /// match election.try_campaign().await? {
+    ///     Some(leadership) => leadership.resign().await?,
+    ///     None => println!("someone else leads"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_campaign(&self) -> Result<Option<Leadership>> {
+        let grant = self
+            .queue
+            .acquire(RULE, RULE.names[0], &self.info, Wait::No)
+            .await?;
+        if let Some(grant) = &grant {
+            info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
+        }
+        Ok(grant.map(|grant| Leadership {
+            grant,
+            info: self.info.clone(),
+        }))
+    }
+
     /// The current leader, or `None` when nobody campaigns.
     ///
     /// # Errors
     ///
-    /// [`Error::NoAuth`], [`Error::SessionClosed`], [`Error::Zk`].
+    /// [`Error::NoAuth`](crate::Error::NoAuth), [`Error::SessionClosed`](crate::Error::SessionClosed), [`Error::Zk`](crate::Error::Zk).
     ///
     /// # Cancel safety
     ///
@@ -163,10 +196,11 @@ impl LeaderElection {
 /// [`fenced_write`](Grant::fenced_write). Dropping it resigns in the background.
 ///
 /// ```no_run
-/// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+/// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), Box<dyn std::error::Error>> {
 /// let leadership = election.campaign().await?;
-/// let mut write = leadership.fenced_write();
-/// write.set_data("/app/leader-state", leadership.term().to_string().as_bytes(), None);
+/// let client = leadership.client()?;
+/// let mut write = leadership.fenced_write(&client)?;
+/// write.add_set_data("/app/leader-state", leadership.term().to_string().as_bytes(), None)?;
 /// write.commit().await?;
 /// leadership.resign().await?;
 /// # Ok(()) }
@@ -267,7 +301,7 @@ impl LeaderObserver {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidPath`] for a malformed path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a malformed path.
     ///
     /// ```no_run
     /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -287,7 +321,7 @@ impl LeaderObserver {
     ///
     /// # Errors
     ///
-    /// [`Error::NoAuth`], [`Error::SessionClosed`], [`Error::Zk`].
+    /// [`Error::NoAuth`](crate::Error::NoAuth), [`Error::SessionClosed`](crate::Error::SessionClosed), [`Error::Zk`](crate::Error::Zk).
     ///
     /// # Cancel safety
     ///

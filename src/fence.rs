@@ -269,9 +269,9 @@ impl<'c> FencedWrite<'c> {
             | Err(zk::CheckWriteError::RequestFailed { source }) => {
                 Err(epoch.error(source, &guard))
             }
-            Err(zk::CheckWriteError::OperationFailed { index, source }) => Err(
-                epoch.error(source, &format!("operation {index} of the fenced write")),
-            ),
+            Err(zk::CheckWriteError::OperationFailed { index, source }) => {
+                Err(epoch.error(source, &format!("operation {index} of the fenced write")))
+            }
         }
     }
 }

@@ -104,8 +104,7 @@ impl ZkMutex {
     /// # Errors
     ///
     /// [`Error::NoAuth`](crate::Error::NoAuth) when the ACL forbids the root,
-    /// [`Error::UnsuitableRoot`](crate::Error::UnsuitableRoot) for a container, TTL or
-    /// ephemeral root, [`Error::SequenceWrapped`](crate::Error::SequenceWrapped),
+    /// [`Error::UnsuitableRoot`](crate::Error::UnsuitableRoot) for an ephemeral root, [`Error::SequenceWrapped`](crate::Error::SequenceWrapped),
     /// [`Error::Lost`](crate::Error::Lost) when our node was deleted while waiting,
     /// [`Error::SessionClosed`](crate::Error::SessionClosed),
     /// [`Error::ConnectionLost`](crate::Error::ConnectionLost) when a request met a broken

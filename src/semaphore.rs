@@ -29,7 +29,7 @@ const LEASE: &[&str] = &["lease-"];
 /// FIFO order, each lease with its [`Grant`](crate::Grant) (token, `lost()`, `release()`).
 ///
 /// The permit count is stored in the root node's data by the first contender; a contender
-/// constructed with another count gets [`Error::PermitMismatch`].
+/// constructed with another count gets [`Error::PermitMismatch`](crate::Error::PermitMismatch).
 ///
 /// A lease's token orders it among the leases of its `leases` directory, and is no fencing
 /// token: Curator creates that directory as a container, which the server deletes whenever it
@@ -74,7 +74,7 @@ impl ZkSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidPath`] for a malformed path, [`Error::InvalidPermits`] for zero permits.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a malformed path, [`Error::InvalidPermits`](crate::Error::InvalidPermits) for zero permits.
     ///
     /// ```no_run
     /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
@@ -123,7 +123,7 @@ impl ZkSemaphore {
     ///
     /// # Errors
     ///
-    /// [`Error::PermitMismatch`], and as [`ZkMutex::lock`](crate::ZkMutex::lock).
+    /// [`Error::PermitMismatch`](crate::Error::PermitMismatch), and as [`ZkMutex::lock`](crate::ZkMutex::lock).
     ///
     /// # Cancel safety
     ///
@@ -200,7 +200,10 @@ impl ZkSemaphore {
         }
         loop {
             let (listed, _, watcher) = epoch
-                .retry(leases, |c| async move { c.get_and_watch_children(leases).await })
+                .retry(
+                    leases,
+                    |c| async move { c.get_and_watch_children(leases).await },
+                )
                 .await?;
             if live(&listed) <= self.permits as usize {
                 return Ok(true);

@@ -88,12 +88,16 @@ async fn five_candidates_under_churn_never_have_two_leaders() {
                 history.lock().unwrap().push(term);
                 let writes = rand::rng().random_range(1..4);
                 for n in 0..writes {
-                    let mut write = leadership.fenced_write();
-                    write.create(
-                        &format!("{JOURNAL}/e-"),
-                        format!("{term}:{n}").as_bytes(),
-                        zkc::CreateMode::PersistentSequential,
-                    );
+                    let client = leadership.client().unwrap();
+                    let mut write = leadership.fenced_write(&client).unwrap();
+                    write
+                        .add_create(
+                            &format!("{JOURNAL}/e-"),
+                            format!("{term}:{n}").as_bytes(),
+                            &zkc::CreateMode::PersistentSequential
+                                .with_acls(zkc::Acls::anyone_all()),
+                        )
+                        .unwrap();
                     write.commit().await.unwrap();
                     accepted.fetch_add(1, Ordering::SeqCst);
                 }

@@ -15,12 +15,10 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use replay::{Mode, Outcome, Replay, WorkerArgs};
-use store::Accounts;
+use store::{Accounts, FenceVerdict};
 use support::{within, Zk};
 use tokio::sync::{oneshot, watch};
-use zk_recipes::{
-    Error, FenceVerdict, FencedStore, FencingToken, Grant, LossReason, Session, ZkMutex,
-};
+use zk_recipes::{Error, FencingToken, Grant, LossReason, Session, ZkMutex};
 use zk_testcontainers::expire_session;
 use zookeeper_client as zkc;
 
@@ -115,10 +113,11 @@ const AUDIT: &str = "/audit";
 
 /// A fenced ZooKeeper write made under `grant`: sets the balance and creates an audit node.
 async fn fenced_write(grant: &Grant, balance: &[u8]) -> Result<(), Error> {
-    let mut write = grant.fenced_write();
-    write
-        .set_data(DATA, balance, None)
-        .create(AUDIT, balance, zkc::CreateMode::Persistent);
+    let client = grant.client()?;
+    let mut write = grant.fenced_write(&client)?;
+    let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    write.add_set_data(DATA, balance, None).map_err(Error::Zk)?;
+    write.add_create(AUDIT, balance, &open).map_err(Error::Zk)?;
     write.commit().await.map(drop)
 }
 

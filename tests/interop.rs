@@ -371,9 +371,9 @@ enum Recipe {
 }
 
 /// What a Rust worker holds while inside.
-enum Hold<'a> {
-    Lock(ZkRwLockGuard<'a>),
-    Lease(ZkSemaphoreLease<'a>),
+enum Hold {
+    Lock(ZkRwLockGuard),
+    Lease(ZkSemaphoreLease),
     Leadership(Leadership),
 }
 
@@ -429,7 +429,7 @@ impl Rust {
 
     /// Acquires, waiting as long as it takes or (`wait` false) not at all: `None` when not
     /// granted at once.
-    async fn take(&self, wait: bool) -> Option<Hold<'_>> {
+    async fn take(&self, wait: bool) -> Option<Hold> {
         Some(match (&self.recipe, self.role, wait) {
             (Recipe::RwLock(lock), Role::Reader, true) => Hold::Lock(lock.read().await.unwrap()),
             (Recipe::RwLock(lock), Role::Reader, false) => {
@@ -447,23 +447,23 @@ impl Rust {
                 Hold::Leadership(election.campaign().await.unwrap())
             }
             (Recipe::Election(election), _, false) => {
-                Hold::Leadership(election.campaign_timeout(Duration::ZERO).await.unwrap()?)
+                Hold::Leadership(election.try_campaign().await.unwrap()?)
             }
         })
     }
 
     /// Acquires and enters the holders list (panicking if it must not be inside).
-    async fn enter(&self) -> (Hold<'_>, Entered) {
+    async fn enter(&self) -> (Hold, Entered) {
         let hold = self.take(true).await.expect("waits until granted");
         self.enter_holders(hold).await
     }
 
     /// Enters, as [`enter`](Rust::enter), if granted at once.
-    async fn try_enter(&self) -> Option<(Hold<'_>, Entered)> {
+    async fn try_enter(&self) -> Option<(Hold, Entered)> {
         Some(self.enter_holders(self.take(false).await?).await)
     }
 
-    async fn enter_holders<'a>(&self, hold: Hold<'a>) -> (Hold<'a>, Entered) {
+    async fn enter_holders(&self, hold: Hold) -> (Hold, Entered) {
         let (token, limit) = match &hold {
             Hold::Lock(guard) => (guard.token(), usize::MAX),
             Hold::Lease(lease) => (lease.token(), PERMITS as usize),
@@ -480,7 +480,7 @@ impl Rust {
     }
 
     /// Leaves the holders list and releases.
-    async fn leave(&self, hold: Hold<'_>) {
+    async fn leave(&self, hold: Hold) {
         leave_holders(&self.check, &self.entry()).await;
         match hold {
             Hold::Lock(guard) => guard.release().await.unwrap(),

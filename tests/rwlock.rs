@@ -99,9 +99,9 @@ async fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_i
         let mut go = go_tx.subscribe();
         tasks.push(tokio::spawn(async move {
             let guard = if writer {
-                lock.write_owned().await
+                lock.write().await
             } else {
-                lock.read_owned().await
+                lock.read().await
             }
             .unwrap();
             granted_tx.send(name).unwrap();
@@ -159,7 +159,7 @@ async fn a_writer_behind_two_readers_waits_for_both_whichever_goes_first() {
     let writer = tokio::spawn({
         let lock = lock.clone();
         async move {
-            let guard = lock.write_owned().await.unwrap();
+            let guard = lock.write().await.unwrap();
             let token = guard.token();
             guard.release().await.unwrap();
             token

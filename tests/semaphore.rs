@@ -95,14 +95,14 @@ async fn each_release_lets_exactly_one_waiter_in() {
     let semaphore = Arc::new(ZkSemaphore::new(&session, ROOT, 3).unwrap());
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(semaphore.clone().acquire_owned().await.unwrap());
+        held.push(semaphore.clone().acquire().await.unwrap());
     }
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     let mut waiters = Vec::new();
     for i in 0..5 {
         let (semaphore, granted_tx) = (semaphore.clone(), granted_tx.clone());
         waiters.push(tokio::spawn(async move {
-            let lease = semaphore.acquire_owned().await.unwrap();
+            let lease = semaphore.acquire().await.unwrap();
             granted_tx.send(i).unwrap();
             lease
         }));
@@ -158,8 +158,8 @@ async fn cancelled_acquisitions_leave_no_nodes() {
     let raw = zk.raw().await;
     let session = zk.session().await;
     let semaphore = Arc::new(ZkSemaphore::new(&session, ROOT, 2).unwrap());
-    let a = semaphore.clone().acquire_owned().await.unwrap();
-    let b = semaphore.clone().acquire_owned().await.unwrap();
+    let a = semaphore.clone().acquire().await.unwrap();
+    let b = semaphore.clone().acquire().await.unwrap();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..200 {
         let semaphore = semaphore.clone();

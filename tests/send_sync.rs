@@ -20,7 +20,9 @@ fn acquire_futures_are_send(
     observer: &mut LeaderObserver,
     guard: &ZkMutexGuard,
 ) {
-    send(&Session::connect(zk_recipes::SessionOptions::new("127.0.0.1:2181")));
+    send(&Session::connect(zk_recipes::SessionOptions::new(
+        "127.0.0.1:2181",
+    )));
     send(&session.close());
     send(&mutex.lock());
     send(&mutex.try_lock());

@@ -145,7 +145,7 @@ async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_nod
     let max = i32::MAX as u32;
     assert_eq!(
         tokens,
-        [max - 2, max - 1].map(FencingToken::new),
+        [max - 2, max - 1].map(|t| FencingToken::new(t.into())),
         "the last tokens before the counter is used up"
     );
     assert_eq!(wrapped.0, ROOT);
@@ -198,7 +198,10 @@ async fn at_the_end_of_the_counter_the_last_terms_then_a_typed_error_and_no_cand
         }
     };
     let max = i32::MAX as u32;
-    assert_eq!(terms, [max - 2, max - 1].map(FencingToken::new));
+    assert_eq!(
+        terms,
+        [max - 2, max - 1].map(|t| FencingToken::new(t.into()))
+    );
     assert_eq!(refused, i64::from(i32::MAX));
     assert_eq!(children(&raw, ELECTION_ROOT).await, [ANCHOR]);
     assert!(

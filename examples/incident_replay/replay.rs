@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use zk_recipes::{FenceVerdict, FencedStore, Session, SessionOptions, ZkMutex};
+use zk_recipes::{Session, SessionOptions, ZkMutex};
 use zk_testcontainers::scaled;
 
-use crate::store::{Accounts, JournalEntry};
+use crate::store::{Accounts, FenceVerdict, JournalEntry};
 
 /// The account of the incident.
 pub const ACCOUNT: &str = "acct-1";

@@ -1,4 +1,4 @@
-//! An account table in SQLite that applies the fence rule ([`FencedStore`]), the plain
+//! An account table in SQLite that applies the fence rule (see `zk_recipes::FencingToken`), the plain
 //! unfenced statements the incident was made of, and a journal of every read and write the
 //! store accepted or refused (its own record, in commit order).
 //!
@@ -8,9 +8,21 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
-use zk_recipes::{FenceVerdict, FencedStore, FencingToken};
+use zk_recipes::FencingToken;
+
+/// What the store did with a read or a write that carried a token.
+#[must_use = "a refused write did not happen"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceVerdict<T> {
+    /// The token was at least the row's fence: done, and the row's fence is now this token.
+    Accepted(T),
+    /// The row had already seen a newer token: nothing was read or written.
+    Refused {
+        /// The highest token the row had seen.
+        fence: FencingToken,
+    },
+}
 
 /// One connection to the account database, labelled with who uses it (the journal records
 /// the label). Separate processes or tasks each open their own.
@@ -160,13 +172,10 @@ impl Accounts {
 }
 
 /// The fence rule, in SQL: one conditional statement per operation, zero rows = refused.
-#[async_trait]
-impl FencedStore for Accounts {
-    type Key = str;
-    type Value = i64;
-    type Error = rusqlite::Error;
-
-    async fn read(&self, id: &str, token: FencingToken) -> rusqlite::Result<FenceVerdict<i64>> {
+impl Accounts {
+    /// Reads the balance as the holder of `token`, raising the row's fence to it; refused if
+    /// the row has seen a newer token.
+    pub async fn read(&self, id: &str, token: FencingToken) -> rusqlite::Result<FenceVerdict<i64>> {
         self.transaction(id, move |tx, id, writer| {
             let read: Option<i64> = tx
                 .query_row(
@@ -198,7 +207,9 @@ impl FencedStore for Accounts {
         .await
     }
 
-    async fn write(
+    /// Writes the balance as the holder of `token`; refused (nothing changes) if the row has
+    /// seen a newer token.
+    pub async fn write(
         &self,
         id: &str,
         balance: i64,
@@ -248,9 +259,7 @@ fn journal(
     Ok(())
 }
 
-/// Fences are only ever set from tokens, which fit in 32 bits.
+/// Fences are only ever set from tokens, which are never negative.
 fn to_token(fence: i64) -> rusqlite::Result<FencingToken> {
-    u32::try_from(fence)
-        .map(FencingToken::new)
-        .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, fence))
+    FencingToken::try_from(fence).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, fence))
 }

@@ -34,13 +34,7 @@ impl Created {
     pub fn into_grant(self, release: Release, on_change: OnChange) -> Grant {
         let (session, epoch, path) = self.node.disarm();
         Grant::new(
-            session,
-            epoch,
-            path,
-            self.token,
-            self.czxid,
-            release,
-            on_change,
+            session, epoch, path, self.token, self.czxid, release, on_change,
         )
     }
 }
@@ -162,9 +156,8 @@ impl CreateTask {
                         )));
                     }
                     let name = node.path[root.len() + 1..].to_owned();
-                    let contender = Contender::parse(&name, &names).ok_or_else(|| {
-                        Error::unexpected(format!("unparsable node name {name}"))
-                    })?;
+                    let contender = Contender::parse(&name, &names)
+                        .ok_or_else(|| Error::unexpected(format!("unparsable node name {name}")))?;
                     let children = match listed {
                         Ok((children, parent)) => {
                             self.check_root(&parent)?;

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use tracing::{debug, debug_span, warn, Instrument};
+use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
 use super::{Decision, Queue, Rule, Wait};
@@ -33,7 +33,8 @@ impl Queue {
         data: &[u8],
         wait: Wait,
     ) -> Result<Option<Grant>> {
-        let span = debug_span!("acquire", path = %self.root, name, session_id = tracing::field::Empty);
+        let span =
+            debug_span!("acquire", path = %self.root, name, session_id = tracing::field::Empty);
         async {
             loop {
                 let epoch = self.session.epoch().await?;
@@ -42,7 +43,7 @@ impl Queue {
                     // A session that expires while we wait took our node with it; a blocking
                     // acquire enqueues again on the new session (at the back of the queue).
                     Err(Error::SessionExpired) if wait == Wait::Forever => {
-                        warn!(path = %self.root, "session expired while waiting; enqueueing again on a new session");
+                        debug!("session expired while waiting; enqueueing again on a new session");
                         // The client reports expiry a moment before the supervisor ends the
                         // epoch; wait for that so the next round gets the new session.
                         epoch.ended().await;
@@ -112,7 +113,10 @@ impl Queue {
                 return Ok(None);
             }
             let next = once_gone(rule, queue, at, i);
-            let turn = match self.wait_gone(epoch, &next.watched, rule.head_release).await? {
+            let turn = match self
+                .wait_gone(epoch, &next.watched, rule.head_release)
+                .await?
+            {
                 Gone::AsHead => next.after_head_release,
                 Gone::Plainly => next.after_deletion,
             };
@@ -202,8 +206,9 @@ struct OnceGone {
 /// [`OnceGone`] for the contender at `at` of `queue`, told to watch the node at `watched`
 /// (ahead of it).
 fn once_gone(rule: Rule, mut queue: Vec<Contender>, at: usize, watched: usize) -> OnceGone {
-    let held_if =
-        |queue: &[Contender], at: usize| ((rule.decide)(queue, at) == Decision::Hold).then_some(at == 0);
+    let held_if = |queue: &[Contender], at: usize| {
+        ((rule.decide)(queue, at) == Decision::Hold).then_some(at == 0)
+    };
     let node = queue.remove(watched);
     let at = at - 1;
     OnceGone {

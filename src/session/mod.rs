@@ -46,8 +46,8 @@ use tracing::{info, info_span, Instrument};
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-pub(crate) use cleanup::{Deleted, Release};
 use cleanup::{janitor, Cleanup};
+pub(crate) use cleanup::{Deleted, Release};
 pub(crate) use epoch::Epoch;
 pub use options::{LossPolicy, SessionOptions};
 
@@ -291,4 +291,3 @@ impl Session {
         let _ = state.wait_for(|s| *s == SessionState::Closed).await;
     }
 }
-
