@@ -184,6 +184,7 @@ async fn orchestrate(connect: String, workers: usize) -> i32 {
     terms.push(third);
     tokio::time::sleep(Duration::from_secs(1)).await;
 
+    println!("\n*** shutting down: each worker resigns or withdraws its candidacy");
     board.stop.store(true, Ordering::SeqCst);
     for (_, task) in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
@@ -299,6 +300,11 @@ async fn run_worker(
             }
         };
         let term = leadership.term().as_u64();
+        if board.stop.load(Ordering::SeqCst) {
+            println!("[{id}] elected, term {term}, during the shutdown: resigning at once");
+            let _ = leadership.resign().await;
+            return;
+        }
         println!("[{id}] elected, term {term}");
         elected.send_replace(Some(Elected {
             worker: id.clone(),

@@ -88,3 +88,88 @@ async fn the_sessions_connections_get_tcp_nodelay_and_no_one_elses_do() {
     assert_eq!(nodelay_of_connections_to(proxy.addr()), [true]);
     session.close().await;
 }
+
+/// Packets the server has received on the connection of session `sid` (from `cons`).
+async fn packets_received(connect: &str, sid: i64) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = connect
+        .split('/')
+        .next()
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    stream.write_all(b"cons").await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    let needle = format!("sid={sid:#x}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&needle))
+        .unwrap_or_else(|| panic!("no connection of {needle} in cons:\n{out}"));
+    let recved = line.split("recved=").nth(1).unwrap();
+    recved
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// `lost()` in a `select!` loop, as a worker writes it, costs one watch per grant, not one
+/// request per call (it sent an exists-with-watch on every call before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_called_on_every_pass_of_a_loop_sets_one_watch() {
+    let zk = Zk::start("lost-one-watch").await;
+    let session = zk.session().await;
+    let mutex = zk_recipes::ZkMutex::new(&session, "/locks/loop").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let sid = guard.session_id();
+    let host = zk.server.connect_string();
+    let before = packets_received(&host, sid).await;
+    for _ in 0..200 {
+        tokio::select! {
+            reason = guard.lost() => panic!("lost: {reason:?}"),
+            _ = tokio::task::yield_now() => {}
+        }
+    }
+    let after = packets_received(&host, sid).await;
+    // The first call's exists-watch, and perhaps a ping or two of the client's.
+    assert!(
+        after - before <= 4,
+        "200 calls of lost() sent {} requests",
+        after - before
+    );
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+    session.close().await;
+}
+
+/// After `Session::close()`, every call says the same: `SessionClosed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_close_lock_release_and_lost_all_say_closed() {
+    let zk = Zk::start("closed-says-closed").await;
+    let session = zk.session().await;
+    let mutex = zk_recipes::ZkMutex::new(&session, "/locks/closed").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    {
+        let lost = guard.lost();
+        tokio::pin!(lost);
+        session.close().await;
+        let reason = within("lost() after close", 10, &mut lost).await;
+        assert_eq!(reason, zk_recipes::LossReason::SessionClosed);
+    }
+    assert!(!guard.is_held());
+    let released = guard.release().await.unwrap_err();
+    assert!(
+        matches!(released, zk_recipes::Error::SessionClosed),
+        "{released}"
+    );
+    let locked = mutex.lock().await.unwrap_err();
+    assert!(
+        matches!(locked, zk_recipes::Error::SessionClosed),
+        "{locked}"
+    );
+    assert!(!locked.is_retryable());
+}
