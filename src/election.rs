@@ -19,6 +19,7 @@ use crate::session::{Epoch, Session};
 const RULE: Rule = Rule {
     names: &["latch-"],
     decide: exclusive,
+    naming: crate::path::Naming::Protected,
     // Curator's LeaderLatch reacts to NodeDeleted only.
     head_release: false,
 };

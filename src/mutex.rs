@@ -13,6 +13,7 @@ use crate::session::Session;
 pub(crate) const RULE: Rule = Rule {
     names: &["lock-"],
     decide: exclusive,
+    naming: crate::path::Naming::Plain,
     head_release: true,
 };
 

@@ -1,5 +1,5 @@
-//! Paths and contender node names: validation, the protected `_c_{uuid}-` form, sequence
-//! parsing and queue order. Pure logic, no I/O.
+//! Paths and contender node names: validation, the protected `_c_{uuid}-` and plain forms,
+//! owner records, sequence parsing and queue order. Pure logic (reading the host name aside).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -142,6 +142,54 @@ pub(crate) fn new_uuid() -> String {
 /// ten-digit sequence.
 pub(crate) fn protected_prefix(uuid: &str, lock_name: &str) -> String {
     format!("{PROTECTED_PREFIX}{uuid}-{lock_name}")
+}
+
+/// How a recipe names its contender nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Naming {
+    /// Curator's protected form, `_c_{uuid}-{name}NNNNNNNNNN`: a node whose create reply was
+    /// lost is found again by the uuid in its name. For the recipes whose Curator peers create
+    /// such names (read/write lock, election, semaphore leases).
+    Protected,
+    /// `{name}NNNNNNNNNN`, the uuid in the node's data ([`owner_record`]): a contender's
+    /// predecessor has a name that can be computed from its sequence. For the mutex family
+    /// (`lock-`), which Curator orders by the suffix after `lock-` whatever comes before.
+    Plain,
+}
+
+impl Naming {
+    /// The name to create (ZooKeeper appends the sequence).
+    pub fn prefix(self, uuid: &str, lock_name: &str) -> String {
+        match self {
+            Naming::Protected => protected_prefix(uuid, lock_name),
+            Naming::Plain => lock_name.to_owned(),
+        }
+    }
+}
+
+/// The data of a plain-named contender node: its attempt's id, by which a lost create reply
+/// is recovered, and a label of its owner for people (`host/pid` unless the session was given
+/// another), one `key=value` per line.
+pub(crate) fn owner_record(uuid: &str, owner: &str) -> Vec<u8> {
+    format!("id={uuid}\nowner={owner}\n").into_bytes()
+}
+
+/// Whether `data` is the owner record of attempt `uuid`.
+pub(crate) fn is_record_of(data: &[u8], uuid: &str) -> bool {
+    data.strip_prefix(b"id=")
+        .and_then(|rest| rest.strip_prefix(uuid.as_bytes()))
+        .is_some_and(|rest| rest.starts_with(b"\n"))
+}
+
+/// The default owner label: `{hostname}/{pid}`.
+pub(crate) fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}/{}", std::process::id())
 }
 
 /// One child of a recipe root that matches a recipe's name pattern:
@@ -292,6 +340,24 @@ mod tests {
         let c = Contender::parse(&name, &["lock-"]).unwrap();
         assert!(c.has_uuid(&a));
         assert!(!c.has_uuid(&b));
+    }
+
+    #[test]
+    fn owner_records_name_their_attempt() {
+        let record = owner_record(UUID, "web-1/4242");
+        assert_eq!(
+            String::from_utf8(record.clone()).unwrap(),
+            format!("id={UUID}\nowner=web-1/4242\n")
+        );
+        assert!(is_record_of(&record, UUID));
+        assert!(!is_record_of(&record, "0f8fad5b"));
+        assert!(!is_record_of(b"", UUID));
+        assert_eq!(Naming::Plain.prefix(UUID, "lock-"), "lock-");
+        assert_eq!(
+            Naming::Protected.prefix(UUID, "lock-"),
+            format!("_c_{UUID}-lock-")
+        );
+        assert!(default_owner().contains('/'));
     }
 
     #[test]

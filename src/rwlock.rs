@@ -17,6 +17,7 @@ const WRITER: &str = "__WRIT__";
 pub(crate) const RULE: Rule = Rule {
     names: &[READER, WRITER],
     decide: read_write,
+    naming: crate::path::Naming::Protected,
     head_release: true,
 };
 

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::grant::OnChange;
 use crate::guard::Guard;
 use crate::mutex::never_none;
-use crate::path::sorted_contenders;
+use crate::path::{sorted_contenders, Naming};
 use crate::queue::{Created, Queue, Wait};
 use crate::session::{Epoch, Release, Session};
 
@@ -168,7 +168,10 @@ impl ZkSemaphore {
                 return Ok(None);
             };
             let epoch = self.session.epoch().await?;
-            let created = self.leases.enqueue(&epoch, LEASE[0], &[]).await?;
+            let created = self
+                .leases
+                .enqueue(&epoch, LEASE[0], Naming::Protected, &[])
+                .await?;
             let granted = self.wait_for_room(&epoch, &created, wait).await;
             // Let the next contender in, whatever happened; dropping would do it too.
             let _ = head.release().await;

@@ -12,8 +12,9 @@
 //!
 //! What this found: ZooKeeper 3.8 does not wrap the counter. Once it reaches `i32::MAX`, every
 //! later child gets `i32::MAX` too, so a token of `i32::MAX` could be handed to two holders in
-//! turn (the names differ by their protected prefix, so the creates succeed). The library now
-//! stops one short: `i32::MAX` is refused like a wrapped number.
+//! turn (election's names differ by their protected prefix, so the creates succeed; the mutex's
+//! plain `lock-2147483647` collides with a live one and fails `NodeExists`). The library now
+//! stops one short: `i32::MAX` is refused like a wrapped number, and a collision says so too.
 //!
 //! Needs a server of its own (not `ZK_CONNECT`), `javac` and the ZooKeeper jars in
 //! /usr/share/java (`.ci/test` installs them); without them it prints why and passes without

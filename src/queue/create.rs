@@ -12,7 +12,9 @@ use super::Queue;
 use crate::error::{connection_lost, Error, Result};
 use crate::fence::FencingToken;
 use crate::grant::{Grant, OnChange};
-use crate::path::{new_uuid, protected_prefix, sorted_contenders, Contender, ZkPath};
+use crate::path::{
+    is_record_of, new_uuid, owner_record, sorted_contenders, Contender, Naming, ZkPath,
+};
 use crate::session::{Deleted, Epoch, Release, Session};
 
 const NODE_OPTIONS: zk::CreateOptions<'static> =
@@ -47,12 +49,13 @@ impl Queue {
         &self,
         epoch: &Arc<Epoch>,
         name: &'static str,
+        naming: Naming,
         data: &[u8],
     ) -> Result<Created> {
         let mut replaced = 0;
         let (node, contender, czxid, children) = loop {
             let root_czxid = self.ensure_root(epoch).await?;
-            match self.create(epoch, name, data, root_czxid).await {
+            match self.create(epoch, name, naming, data, root_czxid).await {
                 // An emptied container root reaped (and perhaps created again) since we looked:
                 // follow it, a few times at most.
                 Err(Error::RootReplaced { .. }) if !self.anchored && replaced < 3 => {
@@ -97,17 +100,26 @@ impl Queue {
         &self,
         epoch: &Arc<Epoch>,
         name: &'static str,
+        naming: Naming,
         data: &[u8],
         root_czxid: i64,
     ) -> Result<Found> {
         let (tx, rx) = oneshot::channel();
+        let uuid = new_uuid();
+        let data = match naming {
+            Naming::Protected => data.to_vec(),
+            // The recipes with plain names carry no data of their own.
+            Naming::Plain => owner_record(&uuid, self.session.owner()),
+        };
         let task = CreateTask {
             session: self.session.clone(),
             epoch: epoch.clone(),
             root: self.root.clone(),
-            prefix: self.root.child(&protected_prefix(&new_uuid(), name)),
+            prefix: self.root.child(&naming.prefix(&uuid, name)),
+            uuid,
+            naming,
             name,
-            data: data.to_vec(),
+            data,
             root_czxid,
         };
         tokio::spawn(async move {
@@ -125,8 +137,11 @@ struct CreateTask {
     session: Session,
     epoch: Arc<Epoch>,
     root: ZkPath,
-    /// `{root}/_c_{uuid}-{name}`: ZooKeeper appends the sequence.
+    /// `{root}/_c_{uuid}-{name}` or `{root}/{name}`: ZooKeeper appends the sequence.
     prefix: String,
+    /// This attempt's id: in the name, or in the data.
+    uuid: String,
+    naming: Naming,
     name: &'static str,
     data: Vec<u8>,
     /// What the root's czxid must be: another means the root was replaced.
@@ -173,6 +188,14 @@ impl CreateTask {
                         path: root.to_owned(),
                     })
                 }
+                // Plain names collide only where the counter is used up: ZooKeeper (3.8) gives
+                // `i32::MAX` to every child once it gets there.
+                Err(zk::Error::NodeExists) if self.naming == Naming::Plain => {
+                    return Err(Error::SequenceWrapped {
+                        path: root.to_owned(),
+                        sequence: i64::from(i32::MAX),
+                    })
+                }
                 Err(e) if connection_lost(&e) => {
                     // The create may have happened with its reply lost: look for our uuid.
                     self.epoch.after_loss(&mut losses).await?;
@@ -207,25 +230,31 @@ impl CreateTask {
         }
     }
 
-    /// After a lost reply: our node, if the create happened, recognised by our uuid and by an
-    /// `ephemeralOwner` that is our session (a node from another session is not ours).
+    /// After a lost reply: our node, if the create happened, recognised by our uuid (in its
+    /// name, or in its data for plain names) and by an `ephemeralOwner` that is our session (a
+    /// node from another session is not ours).
     async fn find_ours(&self, names: &[&'static str]) -> Result<Option<Found>> {
         let children = self.list_again().await?;
-        let uuid = &self.prefix[self.root.as_str().len() + 1 + 3..][..36];
-        for contender in sorted_contenders(&children, names) {
-            if !contender.has_uuid(uuid) {
+        // Ours, if there, is among the last: look from the back.
+        for contender in sorted_contenders(&children, names).into_iter().rev() {
+            if self.naming == Naming::Protected && !contender.has_uuid(&self.uuid) {
                 continue;
             }
             let path = self.root.child(&contender.name);
             let at = path.as_str();
-            let Some(stat) = self
+            let read = self
                 .epoch
-                .retry(at, |c| async move { c.check_stat(at).await })
-                .await?
-            else {
-                continue;
-            };
-            if stat.ephemeral_owner == self.epoch.id() {
+                .retry(at, |c| async move {
+                    match c.get_data(at).await {
+                        Err(zk::Error::NoNode) => Ok(None),
+                        other => other.map(Some),
+                    }
+                })
+                .await?;
+            let Some((data, stat)) = read else { continue };
+            let ours = stat.ephemeral_owner == self.epoch.id()
+                && (self.naming == Naming::Protected || is_record_of(&data, &self.uuid));
+            if ours {
                 debug!(node = %path, "recovered our node after a lost create reply");
                 let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
                 return Ok(Some((node, contender, stat.czxid, children)));

@@ -37,7 +37,7 @@ mod wait;
 use std::sync::Mutex;
 
 use crate::error::Result;
-use crate::path::{Contender, ZkPath};
+use crate::path::{Contender, Naming, ZkPath};
 use crate::session::Session;
 
 pub(crate) use create::Created;
@@ -58,6 +58,8 @@ pub(crate) struct Rule {
     pub names: &'static [&'static str],
     /// Decides for the contender at `ours` in the ordered queue (wrapped nodes removed).
     pub decide: fn(queue: &[Contender], ours: usize) -> Decision,
+    /// How its nodes are named.
+    pub naming: Naming,
     /// Whether a head releases with a head release (see the module docs). Off where a peer
     /// waits for `NodeDeleted` only (Curator's `LeaderLatch` ignores `NodeDataChanged`, and its
     /// watch, spent on that event, would never see the deletion).

@@ -64,7 +64,7 @@ impl Queue {
         data: &[u8],
         wait: Wait,
     ) -> Result<Option<Grant>> {
-        let mut created = self.enqueue(epoch, name, data).await?;
+        let mut created = self.enqueue(epoch, name, rule.naming, data).await?;
         let children = std::mem::take(&mut created.children);
         let Some(head) = self
             .wait_turn(epoch, rule, &created.contender, children, wait)
@@ -239,11 +239,7 @@ mod tests {
             .collect()
     }
 
-    const MUTEX: Rule = Rule {
-        names: &["lock-"],
-        decide: exclusive,
-        head_release: true,
-    };
+    const MUTEX: Rule = crate::mutex::RULE;
 
     #[test]
     fn a_head_release_lets_any_waiter_hold_and_a_plain_deletion_only_the_second() {

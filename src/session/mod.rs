@@ -207,6 +207,11 @@ impl Session {
         self.inner.current.borrow().as_ref().map(|e| e.id)
     }
 
+    /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
+    pub(crate) fn owner(&self) -> &str {
+        &self.inner.options.owner
+    }
+
     /// The connect string this session uses.
     ///
     /// ```no_run

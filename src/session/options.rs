@@ -50,6 +50,7 @@ pub struct SessionOptions {
     auth: Vec<(String, Vec<u8>)>,
     pub(super) loss_policy: LossPolicy,
     tcp_nodelay: bool,
+    pub(super) owner: String,
 }
 
 impl fmt::Debug for SessionOptions {
@@ -64,13 +65,15 @@ impl fmt::Debug for SessionOptions {
             )
             .field("loss_policy", &self.loss_policy)
             .field("tcp_nodelay", &self.tcp_nodelay)
+            .field("owner", &self.owner)
             .finish()
     }
 }
 
 impl SessionOptions {
     /// Options with defaults: 10 s session timeout, 5 s connection timeout, no auth,
-    /// [`LossPolicy::Expiry`], `TCP_NODELAY` set (Nagle's algorithm off).
+    /// [`LossPolicy::Expiry`], `TCP_NODELAY` set (Nagle's algorithm off), owner label
+    /// `{hostname}/{pid}`.
     ///
     /// ```
     /// let opts = zk_recipes::SessionOptions::new("127.0.0.1:2181");
@@ -84,7 +87,21 @@ impl SessionOptions {
             auth: Vec::new(),
             loss_policy: LossPolicy::Expiry,
             tcp_nodelay: true,
+            owner: crate::path::default_owner(),
         }
+    }
+
+    /// The label the mutex family's lock nodes carry in their data (`owner=...`), so that
+    /// people (and `inspect`-style tools) can tell who holds and who waits. Default:
+    /// `{hostname}/{pid}`. Line breaks are replaced by spaces.
+    ///
+    /// ```
+    /// let opts = zk_recipes::SessionOptions::new("127.0.0.1:2181").owner("billing-worker-3");
+    /// # let _ = opts;
+    /// ```
+    pub fn owner(mut self, label: impl Into<String>) -> Self {
+        self.owner = label.into().replace(['\n', '\r'], " ");
+        self
     }
 
     /// The session timeout to ask for (the server clamps it to its min/max).
