@@ -8,19 +8,26 @@ use zookeeper_client as zk;
 /// What kind of node a recipe root turned out to be, when it cannot serve as one.
 ///
 /// ```
-/// assert_eq!(zk_recipes::RootKind::Ephemeral.to_string(), "ephemeral");
+/// assert_eq!(zk_recipes::RootKind::Ephemeral.to_string(), "an ephemeral node");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RootKind {
     /// An ephemeral node: it cannot have children and dies with its session.
     Ephemeral,
+    /// A [`ZkMutex`](crate::ZkMutex) root (it has the mutex's anchor child), found where a
+    /// [`ZkLockSpace`](crate::ZkLockSpace) keeps a key: the mutex hands out sequence numbers
+    /// as tokens, the keyed lock zxids, and one resource must be fenced by one kind.
+    MutexRoot,
 }
 
 impl fmt::Display for RootKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            RootKind::Ephemeral => "ephemeral",
+            RootKind::Ephemeral => "an ephemeral node",
+            RootKind::MutexRoot => {
+                "a ZkMutex root (anchored), whose tokens are sequence numbers, not zxids"
+            }
         })
     }
 }
@@ -64,6 +71,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A [`ZkLockSpace`](crate::ZkLockSpace) key that cannot name a lock: empty, or longer
+    /// than the limit once encoded. Not retryable: fix the key.
+    #[error("invalid lock key {key:?}: {reason}")]
+    InvalidKey {
+        /// The key as given.
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
     /// No server of the ensemble answered within the connection timeout (also when none of the
     /// connect string's host names resolves). Retryable: the ensemble may come back.
     #[error("could not connect to ZooKeeper at {connect:?} within {timeout:?} (no server answered, or no host name resolved)")]
@@ -84,7 +101,7 @@ pub enum Error {
 
     /// The recipe root exists but is a kind of node that cannot hold a queue. Not retryable:
     /// use another path.
-    #[error("{path:?} is an {kind} node and cannot be a recipe root")]
+    #[error("{path:?} cannot be a recipe root: it is {kind}")]
     UnsuitableRoot {
         /// The root path.
         path: String,
@@ -253,7 +270,7 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "\"/eph\" is an ephemeral node and cannot be a recipe root"
+            "\"/eph\" cannot be a recipe root: it is an ephemeral node"
         );
     }
 }

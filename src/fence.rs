@@ -18,6 +18,7 @@ use crate::session::Epoch;
 /// | recipe | token | grows because |
 /// |---|---|---|
 /// | [`ZkMutex`](crate::ZkMutex), [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection) | the contender node's sequence number | the root is persistent and anchored, never reaped; the end of its counter (`i32::MAX`) is refused |
+/// | [`ZkLockSpace`](crate::ZkLockSpace) (one container directory per key, reaped when idle) | the contender node's creation zxid (64-bit) | zxids grow across the whole ensemble, so a reaped and re-created directory cannot send a key's tokens back |
 ///
 /// Tokens of different locks are not comparable: a resource is fenced by one lock.
 ///

@@ -111,8 +111,11 @@ impl Grant {
         }
     }
 
-    /// The fencing token: the node's sequence number, strictly increasing in grant order for
-    /// this root. Hand it to storage with every write made under the grant.
+    /// The fencing token, strictly increasing in grant order for this lock: the node's
+    /// sequence number for the recipes on one long-lived root ([`ZkMutex`](crate::ZkMutex),
+    /// [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection)), its creation
+    /// zxid for a [`ZkLockSpace`](crate::ZkLockSpace) key (whose directory is reaped when
+    /// idle). Hand it to storage with every write made under the grant.
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {

@@ -53,6 +53,9 @@
 //!   `'static` guards ([`Guard`]) that dereference to a [`Grant`]: [`Grant::token`],
 //!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
 //!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.
+//! - [`ZkLockSpace`]: a lock per key (`lock("order-42")`) whose directory the server reaps once
+//!   idle, with the contender node's creation zxid as its token (it keeps growing across
+//!   reaping).
 //! - [`LeaderElection`]: [`Leadership`] with a term (its fencing token), `lost()` and `resign()`;
 //!   [`LeaderObserver`] follows the leader without campaigning (Curator `LeaderLatch` names).
 //! - [`ZkRwLock`]: shared readers, exclusive writers, FIFO between them (Curator
@@ -88,6 +91,8 @@ mod error;
 mod fence;
 mod grant;
 mod guard;
+mod key;
+mod keyed;
 mod mutex;
 mod nodelay;
 mod path;
@@ -101,6 +106,7 @@ pub use error::{Error, Result, RootKind};
 pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
 pub use guard::Guard;
+pub use keyed::{ZkLockSpace, ZkLockSpaceGuard};
 pub use mutex::{ZkMutex, ZkMutexGuard};
 pub use path::ZkPath;
 pub use rwlock::{ZkRwLock, ZkRwLockGuard};

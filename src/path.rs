@@ -52,6 +52,14 @@ impl ZkPath {
     }
 
     /// `self/child`.
+    /// The parent's path (`/` for a top-level node).
+    pub(crate) fn parent(&self) -> &str {
+        match self.0.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &self.0[..i],
+        }
+    }
+
     pub(crate) fn child(&self, name: &str) -> String {
         format!("{}/{}", self.0, name)
     }

@@ -8,8 +8,9 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use zookeeper_client as zk;
 
-use super::Queue;
-use crate::error::{connection_lost, Error, Result};
+use super::root::ANCHOR;
+use super::{Queue, RootMode};
+use crate::error::{connection_lost, Error, Result, RootKind};
 use crate::fence::FencingToken;
 use crate::grant::{Grant, OnChange};
 use crate::path::{
@@ -54,11 +55,16 @@ impl Queue {
     ) -> Result<Created> {
         let mut replaced = 0;
         let (node, contender, czxid, children) = loop {
-            let root_czxid = self.ensure_root(epoch).await?;
+            let root_czxid = match self.mode {
+                RootMode::Container { .. } => None,
+                RootMode::Anchored | RootMode::Unanchored => Some(self.ensure_root(epoch).await?),
+            };
             match self.create(epoch, name, naming, data, root_czxid).await {
                 // An emptied container root reaped (and perhaps created again) since we looked:
                 // follow it, a few times at most.
-                Err(Error::RootReplaced { .. }) if !self.anchored && replaced < 3 => {
+                Err(Error::RootReplaced { .. })
+                    if self.mode == RootMode::Unanchored && replaced < 3 =>
+                {
                     replaced += 1;
                     debug!(root = %self.root, "the root was replaced; following it");
                     *self.root_czxid.lock().unwrap() = None;
@@ -67,7 +73,33 @@ impl Queue {
             }
         };
         debug!(node = %node.path, sequence = contender.sequence, "enqueued");
-        let Some(token) = FencingToken::from_sequence(contender.sequence) else {
+        let token = match self.mode {
+            // Sequences order the queue whatever the root; a used-up counter orders nothing.
+            _ if contender.is_wrapped() => None,
+            RootMode::Container { .. } => u64::try_from(czxid).ok().map(FencingToken::new),
+            RootMode::Anchored | RootMode::Unanchored => {
+                FencingToken::from_sequence(contender.sequence)
+            }
+        };
+        let refusal = match token {
+            None => Some(Error::SequenceWrapped {
+                path: self.root.to_string(),
+                sequence: contender.sequence,
+            }),
+            // A ZkMutex's anchor in a keyed lock's directory: that mutex hands out sequence
+            // numbers for the same resource, which a store fenced with zxids would mix up.
+            Some(_)
+                if matches!(self.mode, RootMode::Container { .. })
+                    && children.iter().any(|c| c == ANCHOR) =>
+            {
+                Some(Error::UnsuitableRoot {
+                    path: self.root.to_string(),
+                    kind: RootKind::MutexRoot,
+                })
+            }
+            Some(_) => None,
+        };
+        if let Some(err) = refusal {
             // Delete the refused node before answering, so that the caller finds no trace of
             // it; should that fail (or this future be dropped), it deletes itself in the
             // background.
@@ -76,15 +108,12 @@ impl Queue {
             {
                 drop(node.disarm());
             }
-            return Err(Error::SequenceWrapped {
-                path: self.root.to_string(),
-                sequence: contender.sequence,
-            });
-        };
+            return Err(err);
+        }
         Ok(Created {
             node,
             contender,
-            token,
+            token: token.unwrap_or_default(),
             czxid,
             children,
         })
@@ -102,7 +131,7 @@ impl Queue {
         name: &'static str,
         naming: Naming,
         data: &[u8],
-        root_czxid: i64,
+        root_czxid: Option<i64>,
     ) -> Result<Found> {
         let (tx, rx) = oneshot::channel();
         let uuid = new_uuid();
@@ -121,6 +150,8 @@ impl Queue {
             name,
             data,
             root_czxid,
+            make_dir: matches!(self.mode, RootMode::Container { fresh: true }),
+            container: matches!(self.mode, RootMode::Container { .. }),
         };
         tokio::spawn(async move {
             // A failed send drops the node, which deletes itself.
@@ -144,20 +175,48 @@ struct CreateTask {
     naming: Naming,
     name: &'static str,
     data: Vec<u8>,
-    /// What the root's czxid must be: another means the root was replaced.
-    root_czxid: i64,
+    /// What the root's czxid must be: another means the root was replaced (`None` for a
+    /// keyed lock's directory, whose incarnations do not matter: its tokens are zxids).
+    root_czxid: Option<i64>,
+    /// Create the root (a container) in the same burst: a keyed lock's directory not known to
+    /// exist.
+    make_dir: bool,
+    /// The root is a keyed lock's container directory.
+    container: bool,
 }
 
+/// Containers, readable and writable by anyone, like Curator's
+/// `creatingParentContainersIfNeeded`.
+const DIR_OPTIONS: zk::CreateOptions<'static> =
+    zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+
+/// How many times a keyed lock's directory may vanish under a create (reaped between the
+/// directory's create and the contender's) before the caller hears of it.
+const MAX_REAPED: u32 = 5;
+
 impl CreateTask {
-    async fn run(self) -> Result<Found> {
-        let root = self.root.as_str();
+    async fn run(mut self) -> Result<Found> {
+        let root = self.root.as_str().to_owned();
+        let root = root.as_str();
         let names = [self.name];
         let mut losses = 0;
+        let mut reaped = 0;
         loop {
             let client = self.epoch.client()?;
-            let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
-            let list = client.get_children(root);
-            let (created, listed) = (create.await, list.await);
+            // All three leave back to back; ZooKeeper answers them in order.
+            let (dir, created, listed) = {
+                let dir = match self.make_dir {
+                    true => Some(client.create(root, &[], &DIR_OPTIONS)),
+                    false => None,
+                };
+                let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+                let list = client.get_children(root);
+                let dir = match dir {
+                    Some(dir) => Some(dir.await),
+                    None => None,
+                };
+                (dir, create.await, list.await)
+            };
             drop(client);
             match created {
                 Ok((stat, sequence)) => {
@@ -182,6 +241,41 @@ impl CreateTask {
                         Err(_) => self.list_again().await?,
                     };
                     return Ok((node, contender, stat.czxid, children));
+                }
+                // A keyed lock's directory that is not there: see what its create said.
+                Err(zk::Error::NoNode) if self.container && reaped < MAX_REAPED => {
+                    let space = self.root.parent();
+                    match dir {
+                        // The space itself is missing: make it (and its parents).
+                        Some(Err(zk::Error::NoNode)) => {
+                            let open =
+                                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                            self.epoch
+                                .retry(space, |c| async move { c.mkdir(space, open).await })
+                                .await?;
+                        }
+                        Some(Err(zk::Error::NoChildrenForEphemerals)) => {
+                            return Err(Error::UnsuitableRoot {
+                                path: space.to_owned(),
+                                kind: RootKind::Ephemeral,
+                            })
+                        }
+                        Some(Err(e)) if e != zk::Error::NodeExists && !connection_lost(&e) => {
+                            return Err(self.epoch.error(e, root))
+                        }
+                        // Reaped since it was made (or known): make it again.
+                        _ => {
+                            reaped += 1;
+                            debug!(dir = %root, "the key's directory is gone; creating it again");
+                            self.make_dir = true;
+                        }
+                    }
+                }
+                Err(zk::Error::NoChildrenForEphemerals) => {
+                    return Err(Error::UnsuitableRoot {
+                        path: root.to_owned(),
+                        kind: RootKind::Ephemeral,
+                    })
                 }
                 Err(zk::Error::NoNode) => {
                     return Err(Error::RootReplaced {
@@ -221,7 +315,7 @@ impl CreateTask {
     /// A root with another czxid than the one checked was deleted and created again: its
     /// sequence restarted, and tokens from it would not be ordered after earlier ones.
     fn check_root(&self, parent: &zk::Stat) -> Result<()> {
-        if parent.czxid == self.root_czxid {
+        if self.root_czxid.is_none_or(|czxid| czxid == parent.czxid) {
             Ok(())
         } else {
             Err(Error::RootReplaced {
@@ -234,7 +328,11 @@ impl CreateTask {
     /// name, or in its data for plain names) and by an `ephemeralOwner` that is our session (a
     /// node from another session is not ours).
     async fn find_ours(&self, names: &[&'static str]) -> Result<Option<Found>> {
-        let children = self.list_again().await?;
+        let children = match self.list_again().await {
+            // A keyed lock's directory that is not there holds no node of ours.
+            Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),
+            other => other?,
+        };
         // Ours, if there, is among the last: look from the back.
         for contender in sorted_contenders(&children, names).into_iter().rev() {
             if self.naming == Naming::Protected && !contender.has_uuid(&self.uuid) {

@@ -92,11 +92,27 @@ pub(crate) struct Queue {
     /// The root's czxid, once checked: a root with another czxid was deleted and created
     /// again, and its sequence restarted.
     root_czxid: Mutex<Option<i64>>,
-    /// Whether the root gets an anchor (see `root.rs`). An unanchored root may be a container
-    /// that the server deletes whenever it is empty (Curator creates a semaphore's leases
-    /// directory so): such a queue follows its root to the next incarnation instead of
-    /// refusing it.
-    anchored: bool,
+    mode: RootMode,
+}
+
+/// What a queue's root is, and so what its tokens are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RootMode {
+    /// A persistent root, checked once and anchored (see `root.rs`): it is never reaped, so
+    /// its sequence only grows, and the sequence is the token.
+    Anchored,
+    /// A root that may be a container the server deletes whenever it is empty (Curator creates
+    /// a semaphore's leases directory so; an anchor would take a permit there): the queue
+    /// follows it to its next incarnation instead of refusing it, and its sequences are no
+    /// fencing tokens.
+    Unanchored,
+    /// A keyed lock's directory: a container, created in the same burst as the contender
+    /// (`fresh`: not known to exist) and reaped by the server once idle. Its sequence restarts
+    /// with every incarnation, so the token is the contender node's creation zxid.
+    Container {
+        /// Whether to create the directory in the burst.
+        fresh: bool,
+    },
 }
 
 impl Queue {
@@ -105,7 +121,7 @@ impl Queue {
             session: session.clone(),
             root: ZkPath::new(root)?,
             root_czxid: Mutex::new(None),
-            anchored: true,
+            mode: RootMode::Anchored,
         })
     }
 
@@ -114,9 +130,19 @@ impl Queue {
     /// restarts whenever the server reaps the emptied root, so its tokens are no fencing tokens.
     pub fn unanchored(session: &Session, root: &str) -> Result<Queue> {
         Ok(Queue {
-            anchored: false,
+            mode: RootMode::Unanchored,
             ..Queue::new(session, root)?
         })
+    }
+
+    /// A keyed lock's queue on its container directory `root` (see [`RootMode::Container`]).
+    pub fn container(session: &Session, root: ZkPath, fresh: bool) -> Queue {
+        Queue {
+            session: session.clone(),
+            root,
+            root_czxid: Mutex::new(None),
+            mode: RootMode::Container { fresh },
+        }
     }
 
     pub fn root(&self) -> &ZkPath {

@@ -4,7 +4,7 @@
 
 use zookeeper_client as zk;
 
-use super::Queue;
+use super::{Queue, RootMode};
 use crate::error::{Error, Result, RootKind};
 use crate::session::Epoch;
 
@@ -53,7 +53,7 @@ impl Queue {
                 kind,
             });
         }
-        if self.anchored {
+        if self.mode == RootMode::Anchored {
             let anchor = self.root.child(ANCHOR);
             let anchor = anchor.as_str();
             let created = epoch

@@ -1,0 +1,311 @@
+//! `ZkLockSpace` against a real ZooKeeper: a lock per key, mutual exclusion and growing tokens
+//! over many keys at once, tokens that keep growing when the server reaps a key's directory
+//! and it is made again, a directory reaped at the worst moment, nothing left once idle, bad
+//! keys, and a `ZkMutex` root where a key should be.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::{fast_reaper_server, wait_deleted, within, Zk};
+use zk_recipes::{Error, FencingToken, RootKind, Session, SessionOptions, ZkLockSpace, ZkMutex};
+use zk_testcontainers::scaled;
+
+/// Keys of the many-keys test (default 1,000), each with 4 contenders.
+const KEYS_VAR: &str = "ZK_KEYED_KEYS";
+
+/// Per key: whether someone is inside, and the tokens granted, in grant order.
+#[derive(Default)]
+struct Ledger {
+    inside: bool,
+    tokens: Vec<FencingToken>,
+    overlaps: usize,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_keys_at_once_each_one_holder_at_a_time_and_growing_tokens() {
+    let zk = Zk::start("keyed-many").await;
+    let keys: usize = std::env::var(KEYS_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        sessions.push(zk.session().await);
+    }
+    let ledgers: Arc<Vec<Mutex<Ledger>>> = Arc::new((0..keys).map(|_| Mutex::default()).collect());
+    let mut tasks = Vec::new();
+    for session in &sessions {
+        let space = Arc::new(ZkLockSpace::new(session, "/locks/orders").unwrap());
+        for k in 0..keys {
+            let (space, ledgers) = (space.clone(), ledgers.clone());
+            tasks.push(tokio::spawn(async move {
+                let key = format!("order-{k}");
+                for _ in 0..2 {
+                    let guard = space.lock(&key).await.unwrap();
+                    {
+                        let mut ledger = ledgers[k].lock().unwrap();
+                        if ledger.inside {
+                            ledger.overlaps += 1;
+                        }
+                        ledger.inside = true;
+                        ledger.tokens.push(guard.token());
+                    }
+                    tokio::task::yield_now().await;
+                    ledgers[k].lock().unwrap().inside = false;
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    within("every contender's rounds", 120, async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    })
+    .await;
+    for (k, ledger) in ledgers.iter().enumerate() {
+        let ledger = ledger.lock().unwrap();
+        assert_eq!(ledger.overlaps, 0, "order-{k}: two holders at once");
+        assert_eq!(ledger.tokens.len(), 8, "order-{k}: 4 contenders x 2 rounds");
+        assert!(
+            ledger.tokens.windows(2).all(|w| w[0] < w[1]),
+            "order-{k}: tokens not strictly growing in grant order: {:?}",
+            ledger.tokens
+        );
+    }
+    for session in sessions {
+        session.close().await;
+    }
+}
+
+/// The sequence of a reaped and re-created directory starts again at 0 (Curator's tokens
+/// repeat there); the zxid token keeps growing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_keep_growing_when_the_directory_is_reaped_and_made_again() {
+    let Some((server, raw)) = fast_reaper_server().await else {
+        return;
+    };
+    let session = Session::connect(SessionOptions::new(server.connect_string()))
+        .await
+        .unwrap();
+    let space = ZkLockSpace::new(&session, "/locks/accounts").unwrap();
+    let dir = space.key_path("acct-7").unwrap();
+    let mut tokens = Vec::new();
+    let mut dir_czxids = Vec::new();
+    for _ in 0..6 {
+        let guard = space.lock("acct-7").await.unwrap();
+        let name = guard.path().rsplit('/').next().unwrap().to_owned();
+        assert_eq!(
+            name, "lock-0000000000",
+            "a fresh directory: its sequence restarts"
+        );
+        let (_, stat) = raw.get_data(&dir).await.unwrap();
+        dir_czxids.push(stat.czxid);
+        tokens.push(guard.token());
+        assert_eq!(
+            guard.token().as_i64(),
+            guard.zxid(),
+            "the token is the czxid"
+        );
+        guard.release().await.unwrap();
+        wait_deleted(&raw, &dir).await;
+    }
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens went back: {tokens:?}"
+    );
+    assert!(
+        dir_czxids.windows(2).all(|w| w[0] < w[1]),
+        "the directory was not made again each time: {dir_czxids:?}"
+    );
+    session.close().await;
+}
+
+/// A directory the client believes is there (it locked the key a moment ago) but that is gone:
+/// the contender's create fails, the directory is made again and the lock granted, with a
+/// larger token. And with another client deleting the empty directory as fast as it can while
+/// the key is locked again and again, every acquisition still succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_reaped_at_the_worst_moment_costs_a_retry_not_an_error() {
+    let zk = Zk::start("keyed-reaped").await;
+    let session = zk.session().await;
+    let raw = zk.raw().await;
+    let space = ZkLockSpace::new(&session, "/locks/race").unwrap();
+    let dir = space.key_path("k").unwrap();
+    let first = space.lock("k").await.unwrap();
+    let before = first.token();
+    first.release().await.unwrap();
+    // "Reaped" behind the client's back, after it noted the key as known.
+    raw.delete(&dir, None).await.unwrap();
+    let again = within("lock after the directory vanished", 20, space.lock("k"))
+        .await
+        .unwrap();
+    assert!(again.token() > before);
+    again.release().await.unwrap();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reaper = {
+        let (stop, dir) = (stop.clone(), dir.clone());
+        let raw = zk.raw().await;
+        tokio::spawn(async move {
+            let mut deleted = 0u32;
+            // Bounded: at most 100,000 attempts, until told to stop.
+            for _ in 0..100_000 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if raw.delete(&dir, None).await.is_ok() {
+                    deleted += 1;
+                }
+            }
+            deleted
+        })
+    };
+    let mut last = FencingToken::new(0);
+    for _ in 0..100 {
+        let guard = within("lock under a hostile reaper", 20, space.lock("k"))
+            .await
+            .unwrap();
+        assert!(guard.token() > last);
+        last = guard.token();
+        guard.release().await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let deleted = reaper.await.unwrap();
+    assert!(deleted > 0, "the deleter never deleted the directory");
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_left_once_the_keys_are_idle() {
+    let Some((server, raw)) = fast_reaper_server().await else {
+        return;
+    };
+    let session = Session::connect(SessionOptions::new(server.connect_string()))
+        .await
+        .unwrap();
+    let space = ZkLockSpace::new(&session, "/locks/products").unwrap();
+    for p in 0..200 {
+        let guard = space.lock(&format!("product:{p}")).await.unwrap();
+        guard.release().await.unwrap();
+    }
+    // A cancelled acquisition (a waiter behind a holder) leaves nothing either.
+    let holder = space.lock("product:busy").await.unwrap();
+    let waiting = tokio::time::timeout(Duration::from_millis(50), space.lock("product:busy")).await;
+    assert!(waiting.is_err(), "the key is held");
+    holder.release().await.unwrap();
+    within("the reaper to empty the space", 30, async {
+        loop {
+            let (children, _, watcher) =
+                raw.get_and_watch_children("/locks/products").await.unwrap();
+            if children.is_empty() {
+                return;
+            }
+            tokio::time::timeout(scaled(Duration::from_millis(500)), watcher.changed())
+                .await
+                .ok();
+        }
+    })
+    .await;
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_are_encoded_and_bad_ones_refused_typed_leaving_nothing() {
+    let zk = Zk::start("keyed-keys").await;
+    let session = zk.session().await;
+    let raw = zk.raw().await;
+    let space = ZkLockSpace::new(&session, "/locks/odd").unwrap();
+    let odd = [
+        ("a/b", "a%2Fb"),
+        (".", "%2E"),
+        ("..", "%2E%2E"),
+        ("nul\0here", "nul%00here"),
+        ("line\nbreak", "line%0Abreak"),
+        ("100%", "100%25"),
+        ("ana@example.com", "ana@example.com"),
+    ];
+    let mut held = HashMap::new();
+    for (key, name) in odd {
+        let guard = space.lock(key).await.unwrap();
+        assert_eq!(guard.path().rsplit('/').nth(1), Some(name), "{key:?}");
+        assert_eq!(ZkLockSpace::key_of(name).as_deref(), Some(key));
+        held.insert(key, guard);
+    }
+    let mut listed = raw.list_children("/locks/odd").await.unwrap();
+    listed.sort();
+    let mut expected: Vec<&str> = odd.iter().map(|(_, n)| *n).collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+    for (_, guard) in held {
+        guard.release().await.unwrap();
+    }
+    for bad in [String::new(), "k".repeat(1025)] {
+        let err = space.lock(&bad).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
+        assert!(!err.is_retryable());
+        let err = space.try_lock(&bad).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidKey { .. }), "{err}");
+    }
+    let children = raw.list_children("/locks/odd").await.unwrap();
+    for dir in children {
+        let left = raw
+            .list_children(&format!("/locks/odd/{dir}"))
+            .await
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{dir} keeps {left:?}");
+    }
+    session.close().await;
+}
+
+/// A `ZkMutex` on a key's directory hands out sequence numbers; the keyed lock refuses to mix
+/// its zxids with them, and leaves no node behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutex_root_where_a_key_should_be_is_refused() {
+    let zk = Zk::start("keyed-mutex-root").await;
+    let session = zk.session().await;
+    let raw = zk.raw().await;
+    let space = ZkLockSpace::new(&session, "/locks/mixed").unwrap();
+    let mutex = ZkMutex::new(&session, &space.key_path("k").unwrap()).unwrap();
+    mutex.lock().await.unwrap().release().await.unwrap();
+    let err = space.lock("k").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsuitableRoot {
+                kind: RootKind::MutexRoot,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        support::contenders(&raw, "/locks/mixed/k").await,
+        Vec::<String>::new()
+    );
+    // A try fails the same way.
+    assert!(space.try_lock("k").await.is_err());
+    session.close().await;
+}
+
+/// A try on a held key answers `None` at once and leaves no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_lock_on_a_held_key_says_none_and_leaves_no_node() {
+    let zk = Zk::start("keyed-try").await;
+    let (a, b) = (zk.session().await, zk.session().await);
+    let raw = zk.raw().await;
+    let space_a = ZkLockSpace::new(&a, "/locks/try").unwrap();
+    let space_b = ZkLockSpace::new(&b, "/locks/try").unwrap();
+    let held = space_a.lock("x").await.unwrap();
+    assert!(space_b.try_lock("x").await.unwrap().is_none());
+    support::wait_children(&raw, "/locks/try/x", 1).await;
+    held.release().await.unwrap();
+    let next = space_b.try_lock("x").await.unwrap().expect("free now");
+    assert!(next.token() > FencingToken::new(0));
+    next.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+}
