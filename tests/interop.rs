@@ -26,8 +26,8 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
-    FencingToken, LeaderElection, Leadership, Session, ZkMutex, ZkRwLock, ZkRwLockGuard,
-    ZkSemaphore, ZkSemaphoreLease,
+    FencingToken, LeaderElection, Leadership, Session, ZkLockSpace, ZkMutex, ZkRwLock,
+    ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
 };
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
@@ -36,6 +36,8 @@ use zookeeper_client as zkc;
 const ROOT: &str = "/interop/lock";
 /// The read/write lock, semaphore and election paths (created persistent, as `ROOT`).
 const RW_ROOT: &str = "/interop/rwlock";
+/// A key's directory in a lock space (`/interop/orders`, key `order-7`).
+const KEYED_SPACE_KEY: &str = "/interop/orders/order-7";
 const SEMAPHORE_ROOT: &str = "/interop/semaphore";
 const ELECTION_ROOT: &str = "/interop/election";
 /// The shared "resource": an ephemeral node each holder creates on entry and deletes on exit.
@@ -94,8 +96,12 @@ impl Interop {
         let zk = Zk::start(name).await;
         let raw = zk.raw().await;
         let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+        // A key's directory (under `/interop/orders`) is left to the lockers: a container.
+        let keyed = root.starts_with("/interop/orders/");
         for path in ["/interop", root, HOLDERS] {
-            raw.create(path, &[], &persistent).await.unwrap();
+            if !(keyed && path == root) {
+                raw.create(path, &[], &persistent).await.unwrap();
+            }
         }
         Some(Interop {
             zk,
@@ -539,16 +545,37 @@ async fn wait_child_named(client: &zkc::Client, path: &str, part: &str) {
     .await;
 }
 
+/// Which Rust lock the Java `InterProcessMutex` contends with.
+#[derive(Clone, Copy)]
+enum RustLock {
+    /// A `ZkMutex` on the same path.
+    Mutex,
+    /// A `ZkLockSpace` whose key lives at the path (Curator creates the key's directory as a
+    /// container, as `creatingParentContainersIfNeeded` does).
+    Keyed,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_workers_exclude_each_other() {
-    let Some(interop) = Interop::start("interop", ROOT).await else {
+    mutex_interop("interop", ROOT, RustLock::Mutex).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_keyed_locks_and_curator_exclude_each_other_on_one_key() {
+    mutex_interop("interop-keyed", KEYED_SPACE_KEY, RustLock::Keyed).await;
+}
+
+/// Java's `InterProcessMutex` on `root` and Rust workers on the same lock exclude each other
+/// (checked through one ephemeral node both sides create when inside); Rust tokens grow.
+async fn mutex_interop(name: &str, root: &str, rust: RustLock) {
+    let Some(interop) = Interop::start(name, root).await else {
         return;
     };
     let zk = &interop.zk;
 
     // The Java worker: started first, as the JVM takes a while; the Rust workers start once it
     // says it is connected, so that both sides contend for the whole run.
-    let mut java = Java::spawn(&interop, "worker", &["--root", ROOT, "--inside", INSIDE]);
+    let mut java = Java::spawn(&interop, "worker", &["--root", root, "--inside", INSIDE]);
     java.ready().await;
 
     // The Rust workers, each with a session of its own, checking exclusion through the same
@@ -556,15 +583,24 @@ async fn rust_and_curator_workers_exclude_each_other() {
     let grants: Arc<Mutex<Vec<FencingToken>>> = Arc::default();
     let mut tasks = Vec::new();
     let rust_start = Instant::now();
+    let (space, key) = root.rsplit_once('/').unwrap();
     for _ in 0..RUST_WORKERS {
         let session = zk.session().await;
         let check = zk.raw().await;
         let grants = grants.clone();
+        let (mutex, keyed) = match rust {
+            RustLock::Mutex => (Some(ZkMutex::new(&session, root).unwrap()), None),
+            RustLock::Keyed => (None, Some(ZkLockSpace::new(&session, space).unwrap())),
+        };
+        let key = key.to_owned();
         tasks.push(tokio::spawn(async move {
             let ephemeral = zkc::CreateMode::Ephemeral.with_acls(zkc::Acls::anyone_all());
-            let mutex = ZkMutex::new(&session, ROOT).unwrap();
             for round in 0..ROUNDS {
-                let guard = mutex.lock().await.unwrap();
+                let (mutex_guard, keyed_guard) = match (&mutex, &keyed) {
+                    (Some(mutex), _) => (Some(mutex.lock().await.unwrap()), None),
+                    (_, Some(keyed)) => (None, Some(keyed.lock(&key).await.unwrap())),
+                    _ => unreachable!(),
+                };
                 match check.create(INSIDE, &[], &ephemeral).await {
                     Ok(_) => {}
                     Err(zkc::Error::NodeExists) => {
@@ -572,10 +608,19 @@ async fn rust_and_curator_workers_exclude_each_other() {
                     }
                     Err(e) => panic!("create {INSIDE}: {e}"),
                 }
-                grants.lock().unwrap().push(guard.token());
+                let token = match (&mutex_guard, &keyed_guard) {
+                    (Some(g), _) => g.token(),
+                    (_, Some(g)) => g.token(),
+                    _ => unreachable!(),
+                };
+                grants.lock().unwrap().push(token);
                 tokio::time::sleep(HOLD).await;
                 check.delete(INSIDE, None).await.unwrap();
-                guard.release().await.unwrap();
+                match (mutex_guard, keyed_guard) {
+                    (Some(g), _) => g.release().await.unwrap(),
+                    (_, Some(g)) => g.release().await.unwrap(),
+                    _ => unreachable!(),
+                }
             }
             session.close().await;
         }));
@@ -608,9 +653,20 @@ async fn rust_and_curator_workers_exclude_each_other() {
         "no Java acquisition while the Rust workers ran"
     );
 
-    // Nothing left behind: no holder inside, no lock node; only our anchor under the root.
+    // Nothing left behind: no holder inside, no lock node (and, for the mutex, only our
+    // anchor under the root; a key's directory has none).
     assert!(interop.raw.check_stat(INSIDE).await.unwrap().is_none());
-    interop.assert_clean(ROOT).await;
+    match rust {
+        RustLock::Mutex => interop.assert_clean(root).await,
+        RustLock::Keyed => {
+            let left = interop.raw.list_children(root).await.unwrap_or_default();
+            assert_eq!(
+                left,
+                Vec::<String>::new(),
+                "nodes left in the key's directory"
+            );
+        }
+    }
 }
 
 /// A Java writer and a Java reader (`InterProcessReadWriteLock`) and Rust writers and readers
