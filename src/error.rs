@@ -19,6 +19,8 @@ pub enum RootKind {
     /// [`ZkLockSpace`](crate::ZkLockSpace) keeps a key: the mutex hands out sequence numbers
     /// as tokens, the keyed lock zxids, and one resource must be fenced by one kind.
     MutexRoot,
+    /// A path below an ephemeral node, which cannot have children.
+    UnderEphemeral,
 }
 
 impl fmt::Display for RootKind {
@@ -28,6 +30,7 @@ impl fmt::Display for RootKind {
             RootKind::MutexRoot => {
                 "a ZkMutex root (anchored), whose tokens are sequence numbers, not zxids"
             }
+            RootKind::UnderEphemeral => "below an ephemeral node, which cannot have children",
         })
     }
 }
@@ -69,6 +72,20 @@ pub enum Error {
         connect: String,
         /// What is wrong with it.
         reason: String,
+    },
+
+    /// A request would be larger than the server accepts (its `jute.maxbuffer`, 1 MiB by
+    /// default; [`SessionOptions::max_packet_bytes`](crate::SessionOptions::max_packet_bytes)
+    /// for servers that raise it). Nothing was sent: a server closes the connection on such a
+    /// packet. Not retryable: make the path or data smaller.
+    #[error("{what} would be {size} bytes on the wire, over the server's limit of {limit}")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size, estimated from above.
+        size: usize,
+        /// The limit.
+        limit: usize,
     },
 
     /// A [`ZkLockSpace`](crate::ZkLockSpace) key that cannot name a lock: empty, or longer
@@ -226,6 +243,10 @@ impl Error {
                 path: path.to_owned(),
             },
             Z::SessionExpired | Z::ClientClosed => Error::SessionExpired,
+            Z::NoChildrenForEphemerals => Error::UnsuitableRoot {
+                path: path.to_owned(),
+                kind: RootKind::UnderEphemeral,
+            },
             Z::AuthFailed => Error::AuthFailed,
             other if connection_lost(&other) => Error::ConnectionLost,
             other => Error::Zk(other),

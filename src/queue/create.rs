@@ -133,18 +133,25 @@ impl Queue {
         data: &[u8],
         root_czxid: Option<i64>,
     ) -> Result<Found> {
-        let (tx, rx) = oneshot::channel();
         let uuid = new_uuid();
         let data = match naming {
             Naming::Protected => data.to_vec(),
             // The recipes with plain names carry no data of their own.
             Naming::Plain => owner_record(&uuid, self.session.owner()),
         };
+        let prefix = self.root.child(&naming.prefix(&uuid, name));
+        // The create carries the node's path and data; the directory's create and the listing
+        // its path (the listing's answer is bounded by the server).
+        self.session.check_size(
+            "a contender node (path and data)",
+            prefix.len() + 10 + data.len(),
+        )?;
+        let (tx, rx) = oneshot::channel();
         let task = CreateTask {
             session: self.session.clone(),
             epoch: epoch.clone(),
             root: self.root.clone(),
-            prefix: self.root.child(&naming.prefix(&uuid, name)),
+            prefix,
             uuid,
             naming,
             name,

@@ -28,6 +28,8 @@ impl Queue {
             return Ok(czxid);
         }
         let root = self.root.as_str();
+        self.session
+            .check_size("the recipe root's path", root.len() + ANCHOR.len() + 1)?;
         let replaced = || Error::RootReplaced {
             path: root.to_owned(),
         };

@@ -207,6 +207,11 @@ impl Session {
         self.inner.current.borrow().as_ref().map(|e| e.id)
     }
 
+    /// Refuses a request of `payload` bytes that would not fit the servers' packet limit.
+    pub(crate) fn check_size(&self, what: &'static str, payload: usize) -> Result<()> {
+        self.inner.options.check_size(what, payload)
+    }
+
     /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
     pub(crate) fn owner(&self) -> &str {
         &self.inner.options.owner

@@ -11,6 +11,12 @@ use zookeeper_client as zk;
 use crate::error::{Error, Result};
 use crate::nodelay::{self, Connections};
 
+/// ZooKeeper's default `jute.maxbuffer`: 0xfffff bytes.
+const DEFAULT_MAX_PACKET: usize = 0xfffff;
+
+/// What a request adds to its path and data on the wire, at most (header, lengths, ACLs, flags).
+const REQUEST_OVERHEAD: usize = 256;
+
 /// When a granted lock or leadership counts as lost. See the [module docs](crate::session).
 ///
 /// ```
@@ -51,6 +57,7 @@ pub struct SessionOptions {
     pub(super) loss_policy: LossPolicy,
     tcp_nodelay: bool,
     pub(super) owner: String,
+    pub(super) max_packet: usize,
 }
 
 impl fmt::Debug for SessionOptions {
@@ -66,6 +73,7 @@ impl fmt::Debug for SessionOptions {
             .field("loss_policy", &self.loss_policy)
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("owner", &self.owner)
+            .field("max_packet", &self.max_packet)
             .finish()
     }
 }
@@ -88,7 +96,23 @@ impl SessionOptions {
             loss_policy: LossPolicy::Expiry,
             tcp_nodelay: true,
             owner: crate::path::default_owner(),
+            max_packet: DEFAULT_MAX_PACKET,
         }
+    }
+
+    /// The largest request the servers accept, their `jute.maxbuffer` (default: 1 MiB, the
+    /// servers' default). A request that would be larger (a long root path, large election
+    /// info) is refused with [`Error::TooLarge`] before anything is sent: a server closes the
+    /// connection on such a packet, and a client that sent it again on every reconnect would
+    /// hammer the ensemble.
+    ///
+    /// ```
+    /// let opts = zk_recipes::SessionOptions::new("127.0.0.1:2181").max_packet_bytes(4 << 20);
+    /// # let _ = opts;
+    /// ```
+    pub fn max_packet_bytes(mut self, bytes: usize) -> Self {
+        self.max_packet = bytes;
+        self
     }
 
     /// The label the mutex family's lock nodes carry in their data (`owner=...`), so that
@@ -171,6 +195,20 @@ impl SessionOptions {
     pub fn tcp_nodelay(mut self, on: bool) -> Self {
         self.tcp_nodelay = on;
         self
+    }
+
+    /// Refuses a request of `payload` bytes (paths and data) that would not fit the servers'
+    /// packet limit.
+    pub(crate) fn check_size(&self, what: &'static str, payload: usize) -> Result<()> {
+        let size = payload + REQUEST_OVERHEAD;
+        if size > self.max_packet {
+            return Err(Error::TooLarge {
+                what,
+                size,
+                limit: self.max_packet,
+            });
+        }
+        Ok(())
     }
 
     /// The servers' addresses, when their connections get `TCP_NODELAY`.

@@ -1,0 +1,195 @@
+//! Bad input against a real ZooKeeper: each case answers with a typed error in bounded time,
+//! sends nothing the server would choke on, and leaves no node behind.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{within, Zk};
+use zk_recipes::{Error, LeaderElection, RootKind, Session, SessionOptions, ZkLockSpace, ZkMutex};
+use zookeeper_client as zkc;
+
+/// A path longer than the server's packet limit (1 MiB): a server closes the connection on
+/// such a request, and a client that sent it again on every reconnect would never finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_or_leader_info_over_the_packet_limit_is_refused_before_sending() {
+    let zk = Zk::start("too-large").await;
+    let session = zk.session().await;
+    let raw = zk.raw().await;
+    let long_root = format!("/locks/{}", "r".repeat(2 << 20));
+    let mutex = ZkMutex::new(&session, &long_root).unwrap();
+    let err = within("lock() on a 2 MiB root", 10, mutex.lock())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { limit: 0xfffff, .. }),
+        "{err}"
+    );
+    assert!(!err.is_retryable());
+
+    let election = LeaderElection::new(&session, "/election/big", vec![b'i'; 2 << 20]).unwrap();
+    let err = within("campaign() with 2 MiB of info", 10, election.campaign())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    // The root was made (its path is small), no candidate node is there.
+    assert_eq!(
+        support::contenders(&raw, "/election/big").await,
+        Vec::<String>::new()
+    );
+    // The session is fine: nothing reached the server that made it close the connection.
+    assert!(matches!(
+        session.state(),
+        zk_recipes::SessionState::Connected { .. }
+    ));
+    ZkMutex::new(&session, "/locks/fine")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    // For servers that raise (or lower) `jute.maxbuffer`, the limit is the session's option.
+    let strict = Session::connect(zk.options().max_packet_bytes(4096))
+        .await
+        .unwrap();
+    let election = LeaderElection::new(&strict, "/election/small", vec![b'i'; 8192]).unwrap();
+    let err = election.campaign().await.unwrap_err();
+    assert!(matches!(err, Error::TooLarge { limit: 4096, .. }), "{err}");
+    let election = LeaderElection::new(&session, "/election/small", vec![b'i'; 8192]).unwrap();
+    election.campaign().await.unwrap().resign().await.unwrap();
+    strict.close().await;
+    session.close().await;
+}
+
+/// A root below an ephemeral node cannot exist: a typed error that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_below_an_ephemeral_node_is_a_typed_error() {
+    let zk = Zk::start("under-ephemeral").await;
+    let session = zk.session().await;
+    let raw = zk.raw().await;
+    let ephemeral = zkc::CreateMode::Ephemeral.with_acls(zkc::Acls::anyone_all());
+    raw.create("/eph", &[], &ephemeral).await.unwrap();
+
+    let err = ZkMutex::new(&session, "/eph/lock")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsuitableRoot {
+                kind: RootKind::UnderEphemeral,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A lock space that is itself ephemeral.
+    let err = ZkLockSpace::new(&session, "/eph")
+        .unwrap()
+        .lock("k")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsuitableRoot {
+                kind: RootKind::Ephemeral,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // And a recipe root that is an ephemeral node.
+    let err = ZkMutex::new(&session, "/eph")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsuitableRoot {
+                kind: RootKind::Ephemeral,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(raw.list_children("/eph").await.unwrap().is_empty());
+    session.close().await;
+}
+
+#[tokio::test]
+async fn a_connect_string_without_hosts_is_a_typed_error_at_once() {
+    for connect in ["", "/chroot", "a:2181,,b:2181"] {
+        let started = Instant::now();
+        let err = Session::connect(SessionOptions::new(connect))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidConnectString { .. }),
+            "{connect:?}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
+
+/// Nobody listening, or a host name that does not resolve: `Unreachable` once the connection
+/// timeout has passed, not later.
+#[tokio::test]
+async fn an_unreachable_ensemble_is_a_typed_error_within_the_connection_timeout() {
+    for connect in ["127.0.0.1:1", "no-such-host.invalid:2181"] {
+        let started = Instant::now();
+        let options = SessionOptions::new(connect).connection_timeout(Duration::from_secs(1));
+        let err = Session::connect(options).await.unwrap_err();
+        assert!(matches!(err, Error::Unreachable { .. }), "{connect}: {err}");
+        assert!(err.is_retryable());
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(3),
+            "{connect}: {took:?} for a 1 s connection timeout"
+        );
+    }
+}
+
+/// A request the server answers by closing the connection (here: over its `jute.maxbuffer`,
+/// with the client told the limit is higher) is not sent again on every reconnect forever:
+/// after a few broken connections in a row the call ends with `ConnectionLost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_breaks_the_connection_every_time_ends_in_bounded_time() {
+    let zk = Zk::start("breaks-connection").await;
+    let session = Session::connect(zk.options().max_packet_bytes(64 << 20))
+        .await
+        .unwrap();
+    let election = LeaderElection::new(&session, "/election/huge", vec![b'i'; 2 << 20]).unwrap();
+    let started = Instant::now();
+    let err = within(
+        "campaign() that breaks the connection",
+        60,
+        election.campaign(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::ConnectionLost), "{err}");
+    println!("gave up after {:?}", started.elapsed());
+    // The session lives on: the next (small) request works.
+    let raw = zk.raw().await;
+    assert_eq!(
+        support::contenders(&raw, "/election/huge").await,
+        Vec::<String>::new()
+    );
+    ZkMutex::new(&session, "/locks/after")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    session.close().await;
+}
