@@ -340,11 +340,29 @@ impl CreateTask {
             Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),
             other => other?,
         };
-        // Ours, if there, is among the last: look from the back.
-        for contender in sorted_contenders(&children, names).into_iter().rev() {
-            if self.naming == Naming::Protected && !contender.has_uuid(&self.uuid) {
-                continue;
+        // Plain names: the server lists this session's own nodes with our prefix, so only
+        // those are read; protected names carry the uuid themselves.
+        let candidates: Vec<Contender> = match self.naming {
+            Naming::Protected => sorted_contenders(&children, names)
+                .into_iter()
+                .filter(|c| c.has_uuid(&self.uuid))
+                .collect(),
+            Naming::Plain => {
+                let prefix = self.prefix.as_str();
+                let ours = self
+                    .epoch
+                    .retry(prefix, |c| async move { c.list_ephemerals(prefix).await })
+                    .await?;
+                let names: Vec<String> = ours
+                    .iter()
+                    .filter_map(|p| p.strip_prefix(self.root.as_str())?.strip_prefix('/'))
+                    .map(str::to_owned)
+                    .collect();
+                sorted_contenders(&names, &[self.name])
             }
+        };
+        // Ours, if there, is among the last: look from the back.
+        for contender in candidates.into_iter().rev() {
             let path = self.root.child(&contender.name);
             let at = path.as_str();
             let read = self
