@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the local ZooKeeper image (default tag zk-recipes/zookeeper:3.8) without any registry:
-# a debootstrap root file system from Debian's packages (ZooKeeper 3.8 from libzookeeper-java and
-# a headless JRE), imported into Docker. Idempotent: an existing image is reused unless --force,
+# Builds the local ZooKeeper image (tag zk-recipes/zookeeper:$ZK_VERSION) without any registry:
+# a debootstrap root file system from Debian's packages (libzookeeper-java and a headless JRE),
+# imported into Docker. ZK_VERSION picks the Debian release: 3.8 (the default) is bookworm's
+# ZooKeeper 3.8.0 with OpenJDK 17, 3.9 is trixie's ZooKeeper 3.9.3 with OpenJDK 21. Idempotent: an existing image is reused unless --force,
 # or unless it was built from an older revision of this directory (the `revision` file, recorded
 # in the image as the label zk-recipes.image-revision; bump it when the image changes).
 #
@@ -14,7 +15,13 @@
 # Needs root (debootstrap) and a running Docker Engine.
 set -euo pipefail
 
-tag=${ZK_IMAGE_TAG:-zk-recipes/zookeeper:3.8}
+version=${ZK_VERSION:-3.8}
+case "$version" in
+    3.8) release=bookworm jre=openjdk-17-jre-headless ;;
+    3.9) release=trixie jre=openjdk-21-jre-headless ;;
+    *) echo "build.sh: ZK_VERSION must be 3.8 or 3.9, not '$version'" >&2; exit 1 ;;
+esac
+tag=${ZK_IMAGE_TAG:-zk-recipes/zookeeper:$version}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 force=0
 [ "${1:-}" = "--force" ] && force=1
@@ -33,8 +40,7 @@ if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
     echo "build.sh: image $tag is of revision '${built:-none}', not $revision; rebuilding it"
 fi
 
-. /etc/os-release
-suite=${ZK_DEBIAN_SUITE:-${VERSION_CODENAME:-bookworm}}
+suite=${ZK_DEBIAN_SUITE:-$release}
 
 if ! command -v debootstrap >/dev/null 2>&1; then
     echo "build.sh: installing debootstrap"
@@ -44,10 +50,15 @@ fi
 
 mirror=${ZK_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
-    # apt's own view of its sources: "500 <uri> <suite>/main <arch> Packages".
+    # apt's own view of its sources: "500 <uri> <suite>/main <arch> Packages". This machine's
+    # own release serves for the other one too (the same mirror carries both).
     [ -n "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial)" ] || apt-get update -qq
-    mirror=$(apt-cache policy 2>/dev/null |
-        awk -v s="$suite/main" '$3 == s && $5 == "Packages" { print $2; exit }')
+    . /etc/os-release
+    for s in "$suite" "${VERSION_CODENAME:-bookworm}"; do
+        mirror=$(apt-cache policy 2>/dev/null |
+            awk -v s="$s/main" '$3 == s && $5 == "Packages" { print $2; exit }')
+        [ -n "$mirror" ] && break
+    done
 fi
 if [ -z "$mirror" ]; then
     echo "build.sh: no Debian mirror for suite '$suite' in the apt configuration; set ZK_DEBIAN_MIRROR" >&2
@@ -59,7 +70,7 @@ trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
 echo "build.sh: debootstrap $suite from $mirror into $root"
 start=$(date +%s)
-debootstrap --variant=minbase --include=openjdk-17-jre-headless,libzookeeper-java \
+debootstrap --variant=minbase --include="$jre,libzookeeper-java" \
     "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || {
     tail -30 "$work/debootstrap.log" >&2
     echo "build.sh: debootstrap failed" >&2
@@ -78,6 +89,7 @@ tar -C "$root" -c . | docker import \
     --change 'WORKDIR /var/lib/zookeeper' \
     --change 'VOLUME /var/lib/zookeeper' \
     --change "LABEL zk-recipes.image-revision=$revision" \
+    --change "LABEL zk-recipes.zookeeper-version=$version" \
     - "$tag" >/dev/null
 echo "build.sh: built $tag in $(( $(date +%s) - start )) s"
 docker image ls "$tag"

@@ -7,8 +7,9 @@ use testcontainers::bollard::Docker;
 
 use crate::{docker, HarnessError};
 
-/// The image built by `image/build.sh`: ZooKeeper 3.8 from Debian, no registry needed. Its
-/// data directory `/var/lib/zookeeper` is a volume.
+/// The image built by `image/build.sh` by default: ZooKeeper 3.8 from Debian (bookworm), no
+/// registry needed. Its data directory `/var/lib/zookeeper` is a volume. `ZK_VERSION=3.9` picks
+/// [`LOCAL_IMAGE_3_9`] instead.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
@@ -17,6 +18,31 @@ use crate::{docker, HarnessError};
 /// ```
 pub const DEFAULT_IMAGE: &str = "zk-recipes/zookeeper:3.8";
 
+/// The local image of ZooKeeper 3.9 (Debian trixie's 3.9.3 on OpenJDK 21), built the same way.
+///
+/// ```
+/// assert_eq!(zk_testcontainers::LOCAL_IMAGE_3_9, "zk-recipes/zookeeper:3.9");
+/// ```
+pub const LOCAL_IMAGE_3_9: &str = "zk-recipes/zookeeper:3.9";
+
+/// Name of the variable that picks the ZooKeeper version of the local image: `3.8` (default)
+/// or `3.9`.
+///
+/// ```
+/// assert_eq!(zk_testcontainers::ZK_VERSION_VAR, "ZK_VERSION");
+/// ```
+pub const ZK_VERSION_VAR: &str = "ZK_VERSION";
+
+/// The ZooKeeper version of a local image (`zk-recipes/zookeeper:3.8` or `:3.9`), which
+/// `image/build.sh` can build; `None` for any other image.
+fn local_version(image: &str) -> Option<&'static str> {
+    match image {
+        DEFAULT_IMAGE => Some("3.8"),
+        LOCAL_IMAGE_3_9 => Some("3.9"),
+        _ => None,
+    }
+}
+
 /// Name of the variable that selects another image (e.g. the official `zookeeper:3.8`).
 ///
 /// ```
@@ -24,7 +50,8 @@ pub const DEFAULT_IMAGE: &str = "zk-recipes/zookeeper:3.8";
 /// ```
 pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
 
-/// The image the harness runs: `ZK_IMAGE` if set, else [`DEFAULT_IMAGE`].
+/// The image the harness runs: `ZK_IMAGE` if set, else the local image of `ZK_VERSION`
+/// ([`DEFAULT_IMAGE`] for 3.8, the default; [`LOCAL_IMAGE_3_9`] for 3.9).
 ///
 /// The harness passes its settings both as `ZK_*` variables (read by the default image's
 /// entrypoint) and as the official `zookeeper` image's `ZOO_*` variables, so that image
@@ -38,15 +65,20 @@ pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
 /// # }
 /// ```
 pub fn configured_image() -> String {
-    std::env::var(ZK_IMAGE_VAR)
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_owned())
+    let var = |name| {
+        std::env::var(name)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    var(ZK_IMAGE_VAR).unwrap_or_else(|| match var(ZK_VERSION_VAR).as_deref() {
+        Some("3.9") => LOCAL_IMAGE_3_9.to_owned(),
+        _ => DEFAULT_IMAGE.to_owned(),
+    })
 }
 
-/// Makes sure `image` is present locally, building [`DEFAULT_IMAGE`] with `image/build.sh`
-/// if that is the one missing. Never pulls.
+/// Makes sure `image` is present locally, building it with `image/build.sh` if it is one of
+/// the local images ([`DEFAULT_IMAGE`], [`LOCAL_IMAGE_3_9`]). Never pulls.
 ///
 /// Parallel test processes (nextest runs each test in its own process) serialise the build
 /// with a file lock, so the image is built once; the others wait and then reuse it.
@@ -83,13 +115,13 @@ pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
     if present(&docker, image).await? {
         return Ok(true);
     }
-    if image != DEFAULT_IMAGE {
+    let Some(version) = local_version(image) else {
         return Ok(false);
-    }
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("image/build.sh");
     if !script.is_file() {
         return Err(HarnessError::ImageBuild(format!(
-            "{DEFAULT_IMAGE} is missing and its build script {} does not exist; \
+            "{image} is missing and its build script {} does not exist; \
              set ZK_IMAGE to an image you have",
             script.display()
         )));
@@ -104,7 +136,8 @@ pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
     if present(&docker, image).await? {
         return Ok(true);
     }
-    blocking(move || build(&script)).await?;
+    let tag = image.to_owned();
+    blocking(move || build(&script, &tag, version)).await?;
     if present(&docker, image).await? {
         Ok(true)
     } else {
@@ -115,10 +148,10 @@ pub(crate) async fn prepare(image: &str) -> Result<bool, HarnessError> {
     }
 }
 
-/// Whether `image` is present locally; for [`DEFAULT_IMAGE`], built from the current revision.
+/// Whether `image` is present locally; for a local image, built from the current revision.
 async fn present(docker: &Docker, image: &str) -> Result<bool, HarnessError> {
     match docker.inspect_image(image).await {
-        Ok(found) if image == DEFAULT_IMAGE => {
+        Ok(found) if local_version(image).is_some() => {
             let built = found
                 .config
                 .and_then(|c| c.labels)
@@ -142,15 +175,16 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| HarnessError::ImageBuild(format!("build task failed: {e}")))?
 }
 
-/// Runs `build.sh` (the caller holds the lock).
-fn build(script: &Path) -> Result<(), HarnessError> {
+/// Runs `build.sh` for ZooKeeper `version`, tagging `tag` (the caller holds the lock).
+fn build(script: &Path, tag: &str, version: &str) -> Result<(), HarnessError> {
     eprintln!(
-        "zk-testcontainers: {DEFAULT_IMAGE} is missing or out of date; building it with {} (about a minute)",
+        "zk-testcontainers: {tag} is missing or out of date; building it with {} (about a minute)",
         script.display()
     );
     let output = Command::new("bash")
         .arg(script)
-        .env("ZK_IMAGE_TAG", DEFAULT_IMAGE)
+        .env("ZK_IMAGE_TAG", tag)
+        .env("ZK_VERSION", version)
         .output()
         .map_err(|e| HarnessError::ImageBuild(format!("cannot run {}: {e}", script.display())))?;
     if output.status.success() {

@@ -53,6 +53,7 @@
 //! |---|---|
 //! | `ZK_CONNECT` | [`test_server`] returns this connect string instead of starting a container; ensemble tests cannot run ([`ensemble_unavailable_reason`]) |
 //! | `ZK_IMAGE` | image to run (default [`DEFAULT_IMAGE`]; see [`configured_image`] about the official `zookeeper` image) |
+//! | `ZK_VERSION` | `3.8` (default) or `3.9`: which local image to build and run when `ZK_IMAGE` is unset |
 //! | `ZK_TEST_TIMEOUT_SCALE` | multiplies every timeout ([`scaled`]), e.g. `3` on a slow CI machine |
 //!
 //! # Docker
@@ -83,7 +84,9 @@ pub use env::{
     ensemble_unavailable_reason, scaled, test_server, TestZk, TIMEOUT_SCALE_VAR, ZK_CONNECT_VAR,
 };
 pub use error::HarnessError;
-pub use image::{configured_image, ensure_image, DEFAULT_IMAGE, ZK_IMAGE_VAR};
+pub use image::{
+    configured_image, ensure_image, DEFAULT_IMAGE, LOCAL_IMAGE_3_9, ZK_IMAGE_VAR, ZK_VERSION_VAR,
+};
 pub use proxy::{opcode, Direction, FaultProxy, Request};
 pub use server::{ServerMode, ServerOptions, ZkMember, ZkServer};
 pub use session::{chroot, expire_session, CHROOT_ROOT};
