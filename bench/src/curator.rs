@@ -1,4 +1,4 @@
-//! The Curator peer: `examples/bench-peers/CuratorBench.java`, compiled and run as a
+//! The Curator peer: `bench/java/CuratorBench.java`, compiled and run as a
 //! subprocess that prints JSON.
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ pub struct CuratorRun {
 
 /// The jars the Java peers need (in /usr/share/java, from Debian's packages): one list for
 /// the benchmark and the Rust/Curator interop test.
-const CURATOR_JARS: &str = include_str!("../bench-peers/classpath.txt");
+const CURATOR_JARS: &str = include_str!("../../examples/bench-peers/classpath.txt");
 
 /// Compiles (when needed) and runs `CuratorBench.java`.
 pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
@@ -47,7 +47,7 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         let path = jars.join(format!("{jar}.jar"));
         if !path.exists() {
             return skip(format!(
-                "not installed ({} missing; examples/bench-peers/run.sh installs \
+                "not installed ({} missing; bench/run.sh installs \
                  libcurator-recipes-java)",
                 path.display()
             ));
@@ -59,9 +59,9 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         .map(|_| "5.4.0".to_owned())
         .or_else(|| curator_version(jars));
     let source =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bench-peers/CuratorBench.java");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("java/CuratorBench.java");
     let out = match std::env::current_exe() {
-        Ok(exe) => exe.with_file_name("bench-peers"),
+        Ok(exe) => exe.with_file_name("bench-java"),
         Err(e) => return skip(format!("current_exe: {e}")),
     };
     let class = out.join("CuratorBench.class");

@@ -111,7 +111,7 @@ pub fn usage(complaint: &str) -> ! {
         eprintln!("bench: {complaint}");
     }
     eprintln!(
-        "usage: cargo run --release --example bench -- [--json PATH] [--measure SECS] \
+        "usage: cargo run --release -p zk-recipes-bench -- [--json PATH] [--measure SECS] \
          [--warmup SECS] [--waiters N] [--no-java] [--data-in-memory] [--only zk-recipes,client-lock,curator] \
          [--workloads uncontended,contended8,locks64x4,waiters]"
     );

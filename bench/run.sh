@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The benchmark's one command: installs the Java peer's dependencies (Debian's Apache Curator,
-# which brings ZooKeeper's Java client) when they are missing, then runs the `bench` example
-# (examples/bench/).
-# Arguments go to the benchmark, e.g. `examples/bench-peers/run.sh --json bench.json`, after an
+# which brings ZooKeeper's Java client) when they are missing, then runs the benchmark (the
+# `bench` binary of the zk-recipes-bench crate, bench/).
+# Arguments go to the benchmark, e.g. `bench/run.sh --json bench.json`, after an
 # optional `--runs N` (see below).
 #
 # Without root or apt the benchmark still runs; its table then says why Curator was skipped.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 jars=/usr/share/java
 if [ ! -e "$jars/curator-recipes.jar" ] || [ ! -e "$jars/curator-framework.jar" ]; then
@@ -36,9 +36,9 @@ if [ "${1:-}" = --runs ]; then
     shift 2
 fi
 if [ "$runs" -le 1 ]; then
-    exec cargo run --release --example bench -- "$@"
+    exec cargo run --release -p zk-recipes-bench -- "$@"
 fi
-cargo build --release --example bench
+cargo build --release -p zk-recipes-bench
 outputs=$(mktemp -d)
 trap 'rm -rf "$outputs"' EXIT
 given=("$@")
@@ -53,7 +53,7 @@ for run in $(seq "$runs"); do
         fi
     done
     echo "== run $run of $runs"
-    cargo run -q --release --example bench -- "${args[@]}" | tee "$outputs/$run.txt"
+    cargo run -q --release -p zk-recipes-bench -- "${args[@]}" | tee "$outputs/$run.txt"
 done
 echo
 echo "targets over $runs runs (each ratio from one run; median of the runs):"

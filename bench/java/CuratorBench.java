@@ -1,4 +1,4 @@
-// The Curator peer of the `bench` example (examples/bench/): Apache Curator's InterProcessMutex on
+// The Curator peer of the benchmark (bench/, the zk-recipes-bench crate): Apache Curator's InterProcessMutex on
 // the same workloads, one JSON object per workload on stdout. The Rust benchmark compiles this file
 // with javac against Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as a
 // subprocess:
@@ -216,7 +216,7 @@ public final class CuratorBench {
 
     /**
      * The server's log syncs so far (`zk_cnt_sync_processor_batch_size` of `mntr`) and its last
-     * zxid (`srvr`); null when it does not answer them (same as examples/bench/zk.rs).
+     * zxid (`srvr`); null when it does not answer them (same as bench/src/zk.rs).
      */
     private static long[] logCounters() {
         try {
@@ -255,7 +255,7 @@ public final class CuratorBench {
         }
     }
 
-    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as examples/bench/measure.rs). */
+    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as bench/src/measure.rs). */
     private static double percentileUs(Samples s, double p) {
         if (s.size == 0) {
             return -1;

@@ -1,10 +1,10 @@
 //! Benchmarks of `ZkMutex` against its peers on one ZooKeeper server (issue #7).
 //!
 //! ```text
-//! examples/bench-peers/run.sh                       # installs Curator if missing, then runs:
-//! cargo run --release --example bench -- --json bench.json
-//! ZK_CONNECT=127.0.0.1:2181 cargo run --release --example bench    # an existing server
-//! cargo run --release --example bench -- --measure 10 --warmup 2 --waiters 5000   # longer
+//! bench/run.sh                       # installs Curator if missing, then runs:
+//! cargo run --release -p zk-recipes-bench -- --json bench.json
+//! ZK_CONNECT=127.0.0.1:2181 cargo run --release -p zk-recipes-bench    # an existing server
+//! cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000   # longer
 //! ```
 //!
 //! Flags: `--json PATH` (also write the JSON there), `--measure SECS` (measurement window of
@@ -26,7 +26,7 @@
 //!   a one-round-trip acquire can at best cost);
 //! - for `zk-recipes`' `ZkMutex`, zookeeper-client's own `Client::lock` (Curator-style prefix)
 //!   and, where Java and Debian's Curator are installed, Curator's `InterProcessMutex` (our Java
-//!   harness `examples/bench-peers/CuratorBench.java`, compiled with `javac` and run as a
+//!   harness `bench/java/CuratorBench.java`, compiled with `javac` and run as a
 //!   subprocess that prints JSON):
 //!   - uncontended acquire + release on one session: cycles/s, acquire latency p50/p99;
 //!   - 8 contenders on one lock, each on its own session: cycles/s, acquire latency p50/p99,
