@@ -1,119 +1,171 @@
-//! The command line: flags, their environment-variable defaults, and the usage.
+//! The command line (clap): flags, their environment-variable defaults, and `--help`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{Parser, ValueEnum};
+
 use crate::locks::Lib;
 
-/// What the command line asks for.
-#[derive(Clone, Debug)]
+/// Benchmarks zk-recipes' `ZkMutex` against zookeeper-client's `Client::lock` and Apache
+/// Curator's `InterProcessMutex` on one ZooKeeper server (a fresh ZooKeeper 3.8 container, or
+/// the ensemble of `--connect` / `ZK_CONNECT`), and prints a table and the same figures as JSON.
+#[derive(Parser, Clone, Debug)]
+#[command(
+    name = "bench",
+    after_help = "Examples:\n  \
+        bench/run.sh --json bench.json        (installs Curator when missing, then runs this)\n  \
+        cargo run --release -p zk-recipes-bench -- --json bench.json\n  \
+        ZK_CONNECT=127.0.0.1:2181 cargo run --release -p zk-recipes-bench -- --no-java\n  \
+        cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000"
+)]
 pub struct Args {
-    /// Where to write the JSON report too.
+    /// Also write the JSON report to PATH.
+    #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
-    /// Measurement window of each throughput workload.
+
+    /// Measurement window of each workload, in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "BENCH_MEASURE_SECS",
+        default_value = "5",
+        value_parser = parse_secs
+    )]
     pub measure: Duration,
-    /// Warm-up before each window.
+
+    /// Warm-up before each measurement window (sessions, first nodes), in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "BENCH_WARMUP_SECS",
+        default_value = "1",
+        value_parser = parse_secs
+    )]
     pub warmup: Duration,
-    /// Waiters of the memory / wake-up workload.
+
+    /// Waiters on the one lock of the memory / wake-up workload.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
     pub waiters: usize,
-    /// Skip the Curator peer.
+
+    /// Skip the Curator peer (no Java).
+    #[arg(long)]
     pub no_java: bool,
-    /// The server keeps its data (and transaction log) in memory, not on a volume.
+
+    /// Keep the server's data and transaction log on a tmpfs instead of a volume: a write then
+    /// waits for no disk, which is not how a production server runs but shows the clients'
+    /// own costs (no effect with --connect).
+    #[arg(long)]
     pub data_in_memory: bool,
-    /// Only these libraries (`zk-recipes`, `client-lock`, `curator`); all when empty.
-    pub only: Vec<String>,
-    /// Only these workloads (`uncontended`, `contended8`, `locks64x4`, `waiters`); all when
-    /// empty.
-    pub workloads: Vec<String>,
-    /// Internal: run the waiters workload of this library in this (child) process.
-    pub child: Option<Lib>,
-    /// Internal (child): the connect string.
+
+    /// Only these libraries (comma-separated); all by default.
+    #[arg(long, value_name = "LIBS", value_delimiter = ',', value_enum)]
+    pub only: Vec<Peer>,
+
+    /// Only these workloads (comma-separated); all by default.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
+    pub workloads: Vec<Workload>,
+
+    /// Use this ZooKeeper ensemble instead of starting a container.
+    #[arg(long, value_name = "HOST:PORT[,...]", env = "ZK_CONNECT")]
     pub connect: Option<String>,
+
+    /// Internal: run the waiters workload of this library in this (child) process.
+    #[arg(long, value_name = "LIB", hide = true, value_enum)]
+    pub child_waiters: Option<Peer>,
+
     /// Internal (child): the lock path.
+    #[arg(long, hide = true)]
     pub path: Option<String>,
 }
 
-impl Args {
-    pub fn parse() -> Args {
-        let env_secs = |name: &str, default: f64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(default)
-        };
-        let mut args = Args {
-            json: None,
-            measure: Duration::from_secs_f64(env_secs("BENCH_MEASURE_SECS", 5.0)),
-            warmup: Duration::from_secs_f64(env_secs("BENCH_WARMUP_SECS", 1.0)),
-            waiters: 1000,
-            no_java: false,
-            data_in_memory: false,
-            only: Vec::new(),
-            workloads: Vec::new(),
-            child: None,
-            connect: None,
-            path: None,
-        };
-        let mut it = std::env::args().skip(1);
-        while let Some(flag) = it.next() {
-            let mut value = || {
-                it.next()
-                    .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
-            };
-            match flag.as_str() {
-                "--json" => args.json = Some(PathBuf::from(value())),
-                "--measure" => args.measure = Duration::from_secs_f64(parse(&value(), &flag)),
-                "--warmup" => args.warmup = Duration::from_secs_f64(parse(&value(), &flag)),
-                "--waiters" => args.waiters = parse(&value(), &flag),
-                "--no-java" => args.no_java = true,
-                "--data-in-memory" => args.data_in_memory = true,
-                "--only" => args.only = value().split(',').map(str::to_owned).collect(),
-                "--workloads" => args.workloads = value().split(',').map(str::to_owned).collect(),
-                "--child-waiters" => {
-                    args.child = Some(match value().as_str() {
-                        "zk-recipes" => Lib::Ours,
-                        "client-lock" => Lib::ClientLock,
-                        other => usage(&format!("unknown library {other}")),
-                    })
-                }
-                "--connect" => args.connect = Some(value()),
-                "--path" => args.path = Some(value()),
-                "-h" | "--help" => usage(""),
-                other => usage(&format!("unknown argument {other}")),
-            }
+/// A library under test, as `--only` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Peer {
+    /// zk-recipes' ZkMutex
+    #[value(name = "zk-recipes")]
+    ZkRecipes,
+    /// zookeeper-client's Client::lock
+    #[value(name = "client-lock")]
+    ClientLock,
+    /// Apache Curator's InterProcessMutex (Java)
+    #[value(name = "curator")]
+    Curator,
+}
+
+/// A workload, as `--workloads` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// one contender on one session
+    #[value(name = "uncontended")]
+    Uncontended,
+    /// 8 contenders on one lock, each on its own session
+    #[value(name = "contended8")]
+    Contended8,
+    /// 64 locks x 4 contenders (4 sessions)
+    #[value(name = "locks64x4")]
+    Locks64x4,
+    /// many waiters on one lock and one session, in a child process
+    #[value(name = "waiters")]
+    Waiters,
+}
+
+impl Peer {
+    /// The Rust library it names (Curator is none).
+    pub fn lib(self) -> Option<Lib> {
+        match self {
+            Peer::ZkRecipes => Some(Lib::Ours),
+            Peer::ClientLock => Some(Lib::ClientLock),
+            Peer::Curator => None,
         }
-        args
+    }
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Peer::ZkRecipes => "zk-recipes",
+            Peer::ClientLock => "client-lock",
+            Peer::Curator => "curator",
+        }
+    }
+}
+
+impl Workload {
+    pub fn key(self) -> &'static str {
+        match self {
+            Workload::Uncontended => "uncontended",
+            Workload::Contended8 => "contended8",
+            Workload::Locks64x4 => "locks64x4",
+            Workload::Waiters => "waiters",
+        }
     }
 }
 
 impl Args {
+    /// The ensemble of `--connect` / `ZK_CONNECT`, when one is given.
+    pub fn external(&self) -> Option<String> {
+        self.connect
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+    }
+
     /// Whether the library named `key` is to be measured.
     pub fn runs(&self, key: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| o == key)
+        self.only.is_empty() || self.only.iter().any(|o| o.key() == key)
     }
 
     /// Whether the workload named `key` is to be run.
     pub fn runs_workload(&self, key: &str) -> bool {
-        self.workloads.is_empty() || self.workloads.iter().any(|w| w == key)
+        self.workloads.is_empty() || self.workloads.iter().any(|w| w.key() == key)
     }
 }
 
-/// Parses a flag's value or exits with the usage.
-fn parse<T: std::str::FromStr>(value: &str, flag: &str) -> T {
-    value
+/// A non-negative number of seconds.
+fn parse_secs(value: &str) -> Result<Duration, String> {
+    let secs: f64 = value
+        .trim()
         .parse()
-        .unwrap_or_else(|_| usage(&format!("bad value {value:?} for {flag}")))
-}
-
-/// Prints the usage (and a complaint) and exits.
-pub fn usage(complaint: &str) -> ! {
-    if !complaint.is_empty() {
-        eprintln!("bench: {complaint}");
-    }
-    eprintln!(
-        "usage: cargo run --release -p zk-recipes-bench -- [--json PATH] [--measure SECS] \
-         [--warmup SECS] [--waiters N] [--no-java] [--data-in-memory] [--only zk-recipes,client-lock,curator] \
-         [--workloads uncontended,contended8,locks64x4,waiters]"
-    );
-    std::process::exit(2)
+        .map_err(|_| format!("not a number of seconds: {value:?}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a number of seconds: {value:?}"))
 }

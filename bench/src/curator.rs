@@ -58,8 +58,7 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         .ok()
         .map(|_| "5.4.0".to_owned())
         .or_else(|| curator_version(jars));
-    let source =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("java/CuratorBench.java");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/CuratorBench.java");
     let out = match std::env::current_exe() {
         Ok(exe) => exe.with_file_name("bench-java"),
         Err(e) => return skip(format!("current_exe: {e}")),

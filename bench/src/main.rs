@@ -7,17 +7,13 @@
 //! cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000   # longer
 //! ```
 //!
-//! Flags: `--json PATH` (also write the JSON there), `--measure SECS` (measurement window of
-//! each throughput workload, default 5), `--warmup SECS` (default 1), `--waiters N` (default
-//! 1000), `--no-java` (skip Curator), `--data-in-memory` (the server's data and transaction
-//! log on a `tmpfs` instead of a volume: a write then waits for no disk, which is not how a
-//! production server runs but shows the clients' own costs), `--only LIBS` (a comma-separated subset of `zk-recipes`,
-//! `client-lock`, `curator`), `--workloads LIST` (a subset of `uncontended`, `contended8`,
-//! `locks64x4`, `waiters`). `BENCH_MEASURE_SECS` / `BENCH_WARMUP_SECS` do the same as the
-//! flags.
+//! Flags (`--help` describes them): `--json PATH`, `--measure SECS`, `--warmup SECS`,
+//! `--waiters N`, `--no-java`, `--data-in-memory`, `--only LIBS`, `--workloads LIST`, and
+//! `--connect HOST:PORT` for an existing ensemble. `BENCH_MEASURE_SECS`, `BENCH_WARMUP_SECS`
+//! and `ZK_CONNECT` do the same as `--measure`, `--warmup` and `--connect`.
 //!
 //! What runs, in one process against one server (a fresh ZooKeeper 3.8 container from
-//! `zk-testcontainers`, or `ZK_CONNECT`), about a minute and a half by default:
+//! `zk-testcontainers`, or `--connect` / `ZK_CONNECT`), about a minute and a half by default:
 //!
 //! - **server floor**, with the raw `zookeeper_client::Client`, one request at a time, before
 //!   and after the lock workloads (pooled): `set_data` (one write round trip: the yardstick of
@@ -78,8 +74,9 @@ use std::time::{Duration, SystemTime};
 use zk_testcontainers::{ServerOptions, ZkServer};
 use zookeeper_client as zkc;
 
-use args::{usage, Args};
+use args::Args;
 use census::Census;
+use clap::Parser;
 use curator::run_curator;
 use diagnostics::census_rounds;
 use floor::measure_floor;
@@ -106,19 +103,19 @@ async fn main() {
     let args = Args::parse();
     let census = Census::default();
     census.install();
-    if let Some(lib) = args.child {
-        let connect = args.connect.clone().unwrap_or_else(|| usage("--connect"));
-        let path = args.path.clone().unwrap_or_else(|| usage("--path"));
-        child_waiters(lib, &connect, &path, args.waiters, &census).await;
+    if let Some(peer) = args.child_waiters {
+        let (Some(lib), Some(connect), Some(path)) = (peer.lib(), args.external(), &args.path)
+        else {
+            eprintln!("bench: --child-waiters needs a Rust library, --connect and --path");
+            std::process::exit(2);
+        };
+        child_waiters(lib, &connect, path, args.waiters, &census).await;
         return;
     }
     let load_start = load_average();
     let date = utc_now();
 
-    let external = std::env::var("ZK_CONNECT")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty());
+    let external = args.external();
     let java_opts =
         std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
     let (server, connect) = match external {
