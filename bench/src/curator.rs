@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use serde::Deserialize;
+
 use crate::args::Args;
-use crate::json::{parse_flat_json, Json};
 use crate::measure::Latency;
 use crate::throughput::Figures;
 
@@ -114,32 +115,13 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         if !line.starts_with('{') {
             continue;
         }
-        let map = parse_flat_json(line);
-        let num = |k: &str| map.get(k).and_then(Json::as_f64);
-        let latency = |p50: &str, p99: &str, samples: &str| Latency {
-            p50: num(p50).filter(|v| *v >= 0.0),
-            p99: num(p99).filter(|v| *v >= 0.0),
-            samples: num(samples).unwrap_or(0.0) as usize,
-        };
-        let Some(name) = map.get("workload").and_then(Json::as_str) else {
-            continue;
-        };
-        run.workloads.insert(
-            name.to_owned(),
-            Figures {
-                cycles: num("cycles").unwrap_or(0.0) as u64,
-                seconds: num("seconds").unwrap_or(0.0),
-                acquire: latency("acquire_p50_us", "acquire_p99_us", "acquire_samples"),
-                handoff: latency("handoff_p50_us", "handoff_p99_us", "handoff_samples"),
-                cpu_ms: num("cpu_ms").unwrap_or(0.0),
-                log: num("log_syncs")
-                    .zip(num("log_writes"))
-                    .filter(|&(s, w)| s >= 0.0 && w >= 0.0)
-                    .map(|(s, w)| (s as u64, w as u64)),
-                violations: num("violations").unwrap_or(0.0) as u64,
-                error: map.get("error").and_then(|e| e.as_str().map(str::to_owned)),
-            },
-        );
+        match serde_json::from_str::<JavaWindow>(line) {
+            Ok(window) => {
+                run.workloads
+                    .insert(window.workload.clone(), window.figures());
+            }
+            Err(e) => eprintln!("bench: unreadable line from the Java peer ({e}): {line}"),
+        }
     }
     if run.workloads.is_empty() {
         return skip(format!(
@@ -152,6 +134,56 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         ));
     }
     run
+}
+
+/// One workload's figures as the Java peer prints them (a percentile is -1 without samples).
+#[derive(Deserialize)]
+struct JavaWindow {
+    workload: String,
+    cycles: u64,
+    seconds: f64,
+    acquire_p50_us: f64,
+    acquire_p99_us: f64,
+    acquire_samples: usize,
+    handoff_p50_us: f64,
+    handoff_p99_us: f64,
+    handoff_samples: usize,
+    cpu_ms: f64,
+    log_syncs: Option<i64>,
+    log_writes: Option<i64>,
+    violations: u64,
+    error: Option<String>,
+}
+
+impl JavaWindow {
+    fn figures(&self) -> Figures {
+        let latency = |p50: f64, p99: f64, samples| Latency {
+            p50: (p50 >= 0.0).then_some(p50),
+            p99: (p99 >= 0.0).then_some(p99),
+            samples,
+        };
+        Figures {
+            cycles: self.cycles,
+            seconds: self.seconds,
+            acquire: latency(
+                self.acquire_p50_us,
+                self.acquire_p99_us,
+                self.acquire_samples,
+            ),
+            handoff: latency(
+                self.handoff_p50_us,
+                self.handoff_p99_us,
+                self.handoff_samples,
+            ),
+            cpu_ms: self.cpu_ms,
+            log: self
+                .log_syncs
+                .zip(self.log_writes)
+                .and_then(|(s, w)| Some((u64::try_from(s).ok()?, u64::try_from(w).ok()?))),
+            violations: self.violations,
+            error: self.error.clone(),
+        }
+    }
 }
 
 fn modified(path: &Path) -> Option<SystemTime> {

@@ -1,35 +1,42 @@
 //! What the census shows of `ZkMutex`: requests per grant, and where an uncontended acquire's
 //! and a handoff's time goes.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use crate::args::Args;
 use crate::census::{counts, Census};
-use crate::json::Json;
 use crate::locks::Lib;
 use crate::measure::Latency;
 use crate::throughput::run_locks;
 use crate::CONTENDERS;
 
 /// Where the time of a `ZkMutex` handoff goes, from a census log of one lock (medians, µs).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Breakdown {
     /// Handoffs with a wake-up.
     pub handoffs: usize,
     /// From the holder calling release to the next waiter's watch event.
+    #[serde(rename = "release_to_event_us")]
     pub release_to_event: Option<f64>,
     /// From the watch event to the waiter asking for the children again.
+    #[serde(rename = "event_to_relist_us")]
     pub event_to_relist: Option<f64>,
     /// From asking for the children again to the grant (a read round trip and the decision).
+    #[serde(rename = "relist_to_grant_us")]
     pub relist_to_grant: Option<f64>,
     /// From the watch event to the grant, for handoffs without a re-list.
+    #[serde(rename = "event_to_grant_direct_us")]
     pub event_to_grant_direct: Option<f64>,
     /// From the holder calling release to the next grant.
+    #[serde(rename = "total_us")]
     pub total: Option<f64>,
     /// Its 99th percentile.
+    #[serde(rename = "total_p99_us")]
     pub total_p99: Option<f64>,
     /// The holder's delete round trip (release called to `"released"`).
+    #[serde(rename = "delete_rtt_us")]
     pub delete_rtt: Option<f64>,
 }
 
@@ -108,16 +115,20 @@ pub struct RoundTrips {
 }
 
 /// Where the time of an uncontended `ZkMutex::lock` goes (medians, µs).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct AcquireBreakdown {
     pub acquires: usize,
     /// From calling `lock` to `"enqueued"` (create and list answered, back in the caller).
+    #[serde(rename = "to_enqueued_us")]
     pub to_enqueued: Option<f64>,
     /// From `"enqueued"` to `"granted"` (deciding on the listing).
+    #[serde(rename = "enqueued_to_granted_us")]
     pub enqueued_to_granted: Option<f64>,
     /// From `"granted"` to `lock` returning (building the guard).
+    #[serde(rename = "granted_to_return_us")]
     pub granted_to_return: Option<f64>,
     /// The whole `lock` call.
+    #[serde(rename = "total_us")]
     pub total: Option<f64>,
 }
 
@@ -191,59 +202,5 @@ pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Arg
         watches: per("span:wait"),
         wakeups: per("watch fired"),
         relists: per("listing again"),
-    }
-}
-
-/// The breakdown as flat fields named `handoff_breakdown.*` (µs).
-fn breakdown_fields(b: &Breakdown) -> Vec<(&'static str, Json)> {
-    vec![
-        ("handoff_breakdown.handoffs", Json::Num(b.handoffs as f64)),
-        (
-            "handoff_breakdown.release_to_event_us",
-            Json::opt(b.release_to_event),
-        ),
-        (
-            "handoff_breakdown.event_to_relist_us",
-            Json::opt(b.event_to_relist),
-        ),
-        (
-            "handoff_breakdown.relist_to_grant_us",
-            Json::opt(b.relist_to_grant),
-        ),
-        (
-            "handoff_breakdown.event_to_grant_direct_us",
-            Json::opt(b.event_to_grant_direct),
-        ),
-        ("handoff_breakdown.total_us", Json::opt(b.total)),
-        ("handoff_breakdown.total_p99_us", Json::opt(b.total_p99)),
-        ("handoff_breakdown.delete_rtt_us", Json::opt(b.delete_rtt)),
-    ]
-}
-
-/// The breakdown as a nested object (fields without the prefix).
-pub fn breakdown_json(b: &Breakdown) -> Json {
-    Json::Obj(
-        breakdown_fields(b)
-            .into_iter()
-            .map(|(k, v)| (k.trim_start_matches("handoff_breakdown.").to_owned(), v))
-            .collect(),
-    )
-}
-
-/// The breakdown back from [`breakdown_fields`].
-pub fn breakdown_from(map: &BTreeMap<String, Json>) -> Breakdown {
-    let num = |k: &str| {
-        map.get(&format!("handoff_breakdown.{k}"))
-            .and_then(Json::as_f64)
-    };
-    Breakdown {
-        handoffs: num("handoffs").unwrap_or(0.0) as usize,
-        release_to_event: num("release_to_event_us"),
-        event_to_relist: num("event_to_relist_us"),
-        relist_to_grant: num("relist_to_grant_us"),
-        event_to_grant_direct: num("event_to_grant_direct_us"),
-        total: num("total_us"),
-        total_p99: num("total_p99_us"),
-        delete_rtt: num("delete_rtt_us"),
     }
 }

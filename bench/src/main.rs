@@ -59,7 +59,6 @@ mod census;
 mod curator;
 mod diagnostics;
 mod floor;
-mod json;
 mod locks;
 mod machine;
 mod measure;
@@ -260,7 +259,7 @@ async fn main() {
         curator,
     };
     println!("{}", report.table());
-    let json = report.json().render();
+    let json = serde_json::to_string_pretty(&report.json()).expect("the report serializes");
     println!("{json}");
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, format!("{json}\n")) {

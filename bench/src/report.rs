@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
+use serde_json::{json, Map, Value};
+
 use crate::args::Args;
 use crate::curator::CuratorRun;
-use crate::diagnostics::{breakdown_json, Breakdown, RoundTrips};
+use crate::diagnostics::{Breakdown, RoundTrips};
 use crate::floor::Floor;
-use crate::json::{obj, Json};
-use crate::measure::{latency_json, Latency};
-use crate::throughput::{figures_json, Figures};
-use crate::waiters::{waiter_json, WaiterFigures};
+use crate::measure::Latency;
+use crate::throughput::Figures;
+use crate::waiters::WaiterFigures;
 
 /// Everything one run measured.
 pub struct Report {
@@ -414,142 +415,77 @@ impl Report {
         t
     }
 
-    pub fn json(&self) -> Json {
-        let floor_set = Latency::of(self.floor.set_data.clone());
-        let floor_create = Latency::of(self.floor.create.clone());
-        let floor_delete = Latency::of(self.floor.delete.clone());
-        let mut libs = Vec::new();
+    pub fn json(&self) -> Value {
+        let floor = &self.floor;
+        let mut results = Map::new();
         for (name, lib) in &self.rust {
-            libs.push((
+            results.insert(
                 name.to_string(),
-                obj(vec![
-                    ("uncontended", figures_json(&lib.uncontended)),
-                    ("contended8", figures_json(&lib.contended)),
-                    ("locks64x4", figures_json(&lib.grid)),
-                    ("waiters", waiter_json(&lib.waiters)),
-                ]),
-            ));
+                json!({
+                    "uncontended": lib.uncontended.to_json(),
+                    "contended8": lib.contended.to_json(),
+                    "locks64x4": lib.grid.to_json(),
+                    "waiters": lib.waiters,
+                }),
+            );
         }
         let curator = match &self.curator.skipped {
-            Some(why) => obj(vec![("skipped", Json::Str(why.clone()))]),
-            None => Json::Obj(
-                std::iter::once((
-                    "version".to_owned(),
-                    self.curator.version.clone().map_or(Json::Null, Json::Str),
-                ))
-                .chain(
-                    self.curator
-                        .workloads
-                        .iter()
-                        .map(|(k, f)| (k.clone(), figures_json(f))),
-                )
-                .collect(),
-            ),
+            Some(why) => json!({ "skipped": why }),
+            None => {
+                let mut curator = Map::new();
+                curator.insert("version".into(), json!(self.curator.version));
+                for (workload, figures) in &self.curator.workloads {
+                    curator.insert(workload.clone(), figures.to_json());
+                }
+                Value::Object(curator)
+            }
         };
-        libs.push(("curator".to_owned(), curator));
-        let targets = self
+        results.insert("curator".into(), curator);
+        let targets: Map<String, Value> = self
             .targets()
             .into_iter()
             .map(|t| {
-                (
-                    t.name.to_owned(),
-                    obj(vec![
-                        ("wanted", Json::Str(t.wanted)),
-                        ("ratio", Json::opt(t.ratio)),
-                        (
-                            "met",
-                            t.met.map_or(Json::Null, |m| Json::Str(m.to_string())),
-                        ),
-                    ]),
-                )
+                let target = json!({ "wanted": t.wanted, "ratio": t.ratio, "met": t.met });
+                (t.name.to_owned(), target)
             })
             .collect();
         let rt = &self.round_trips;
-        obj(vec![
-            ("date", Json::Str(self.date.clone())),
-            ("machine", Json::Str(self.machine.clone())),
-            ("cores", Json::Num(self.cores as f64)),
-            ("zookeeper", Json::Str(self.zookeeper.clone())),
-            ("load_avg_start", Json::opt(Some(self.load_start))),
-            ("load_avg_end", Json::opt(Some(self.load_end))),
-            ("measure_s", Json::Num(self.args.measure.as_secs_f64())),
-            ("warmup_s", Json::Num(self.args.warmup.as_secs_f64())),
-            (
-                "floor",
-                obj(vec![
-                    ("set_data", latency_json(&floor_set)),
-                    (
-                        "get_children",
-                        latency_json(&Latency::of(self.floor.list.clone())),
-                    ),
-                    (
-                        "create_and_get_children_pipelined",
-                        latency_json(&Latency::of(self.floor.create_list.clone())),
-                    ),
-                    (
-                        "get_children_and_create_pipelined",
-                        latency_json(&Latency::of(self.floor.list_create.clone())),
-                    ),
-                    (
-                        "get_children_and_create_exact",
-                        Json::Num(self.floor.list_create_exact as f64),
-                    ),
-                    ("create", latency_json(&floor_create)),
-                    ("delete", latency_json(&floor_delete)),
-                    (
-                        "create_delete_cycles_per_s",
-                        Json::opt(
-                            (self.floor.seconds > 0.0)
-                                .then(|| self.floor.cycles as f64 / self.floor.seconds),
-                        ),
-                    ),
-                    (
-                        "cpu_ms_per_1000_cycles",
-                        Json::opt(
-                            (self.floor.cycles > 0)
-                                .then(|| self.floor.cpu_ms * 1000.0 / self.floor.cycles as f64),
-                        ),
-                    ),
-                ]),
-            ),
-            ("results", Json::Obj(libs)),
-            (
-                "zk_recipes_diagnostics",
-                obj(vec![
-                    (
-                        "requests_per_grant_8_contenders",
-                        obj(vec![
-                            ("grants", Json::Num(rt.grants as f64)),
-                            ("create_and_list", Json::Num(rt.enqueues)),
-                            ("exists_watch", Json::Num(rt.watches)),
-                            ("wakeups", Json::Num(rt.wakeups)),
-                            ("relists", Json::Num(rt.relists)),
-                        ]),
-                    ),
-                    (
-                        "handoff_breakdown_8_contenders",
-                        breakdown_json(&rt.breakdown),
-                    ),
-                    (
-                        "uncontended_acquire_breakdown",
-                        obj(vec![
-                            ("acquires", Json::Num(rt.uncontended.acquires as f64)),
-                            ("to_enqueued_us", Json::opt(rt.uncontended.to_enqueued)),
-                            (
-                                "enqueued_to_granted_us",
-                                Json::opt(rt.uncontended.enqueued_to_granted),
-                            ),
-                            (
-                                "granted_to_return_us",
-                                Json::opt(rt.uncontended.granted_to_return),
-                            ),
-                            ("total_us", Json::opt(rt.uncontended.total)),
-                        ]),
-                    ),
-                ]),
-            ),
-            ("targets", Json::Obj(targets)),
-        ])
+        json!({
+            "date": self.date,
+            "machine": self.machine,
+            "cores": self.cores,
+            "zookeeper": self.zookeeper,
+            "load_avg_start": self.load_start,
+            "load_avg_end": self.load_end,
+            "measure_s": self.args.measure.as_secs_f64(),
+            "warmup_s": self.args.warmup.as_secs_f64(),
+            "floor": {
+                "set_data": Latency::of(floor.set_data.clone()),
+                "get_children": Latency::of(floor.list.clone()),
+                "create_and_get_children_pipelined": Latency::of(floor.create_list.clone()),
+                "get_children_and_create_pipelined": Latency::of(floor.list_create.clone()),
+                "get_children_and_create_exact": floor.list_create_exact,
+                "create": Latency::of(floor.create.clone()),
+                "delete": Latency::of(floor.delete.clone()),
+                "create_delete_cycles_per_s":
+                    (floor.seconds > 0.0).then(|| floor.cycles as f64 / floor.seconds),
+                "cpu_ms_per_1000_cycles":
+                    (floor.cycles > 0).then(|| floor.cpu_ms * 1000.0 / floor.cycles as f64),
+            },
+            "results": results,
+            "zk_recipes_diagnostics": {
+                "requests_per_grant_8_contenders": {
+                    "grants": rt.grants,
+                    "create_and_list": rt.enqueues,
+                    "exists_watch": rt.watches,
+                    "wakeups": rt.wakeups,
+                    "relists": rt.relists,
+                },
+                "handoff_breakdown_8_contenders": rt.breakdown,
+                "uncontended_acquire_breakdown": rt.uncontended,
+            },
+            "targets": targets,
+        })
     }
 }
 
