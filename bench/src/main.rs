@@ -42,7 +42,12 @@
 //!   while the queue drains, and the drain rate;
 //! - a census of `ZkMutex`'s requests per grant and where an uncontended acquire's and a
 //!   handoff's time goes, from the library's tracing events with timestamps (a separate short
-//!   run, so that the measured runs pay nothing for tracing).
+//!   run with a layer of its own that takes every level; DEBUG events such as `"watch fired"`
+//!   are among them).
+//!
+//! Tracing: every run has the subscriber a service would have, a `tracing_subscriber` `fmt`
+//! layer at INFO writing to `std::io::sink`, so the figures include what the library's events
+//! and spans cost its users; the census's layer has its own filter and is off outside its run.
 //!
 //! Fairness: the server churns unmeasured with both Rust libraries first (a fresh server is
 //! slower for its first seconds); workload by workload, the two Rust libraries take turns going
