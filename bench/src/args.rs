@@ -44,6 +44,18 @@ pub struct Args {
     )]
     pub warmup: Duration,
 
+    /// Rounds: each runs every workload's window for every library in turn (ours,
+    /// Client::lock, Curator, then the next workload), who goes first rotating from round to
+    /// round; each figure is the median over the rounds, shown with its spread (min-max), and the
+    /// targets are judged on the medians.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub rounds: u32,
+
     /// Waiters on the one lock of the memory / wake-up workload.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub waiters: usize,
@@ -80,7 +92,7 @@ pub struct Args {
 }
 
 /// A library under test, as `--only` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Peer {
     /// zk-recipes' ZkMutex
     #[value(name = "zk-recipes")]
@@ -94,7 +106,7 @@ pub enum Peer {
 }
 
 /// A workload, as `--workloads` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Workload {
     /// one contender on one session
     #[value(name = "uncontended")]
@@ -111,6 +123,9 @@ pub enum Workload {
 }
 
 impl Peer {
+    /// Every library, in the order of the table's columns.
+    pub const ALL: [Peer; 3] = [Peer::ZkRecipes, Peer::ClientLock, Peer::Curator];
+
     /// The Rust library it names (Curator is none).
     pub fn lib(self) -> Option<Lib> {
         match self {
@@ -127,9 +142,26 @@ impl Peer {
             Peer::Curator => "curator",
         }
     }
+
+    /// Its column heading.
+    pub fn title(self) -> &'static str {
+        match self {
+            Peer::ZkRecipes => "zk-recipes",
+            Peer::ClientLock => "Client::lock",
+            Peer::Curator => "Curator",
+        }
+    }
 }
 
 impl Workload {
+    /// Every workload, in the order a round runs them.
+    pub const ALL: [Workload; 4] = [
+        Workload::Uncontended,
+        Workload::Contended8,
+        Workload::Locks64x4,
+        Workload::Waiters,
+    ];
+
     pub fn key(self) -> &'static str {
         match self {
             Workload::Uncontended => "uncontended",
@@ -150,14 +182,14 @@ impl Args {
             .map(str::to_owned)
     }
 
-    /// Whether the library named `key` is to be measured.
-    pub fn runs(&self, key: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| o.key() == key)
+    /// Whether `peer` is to be measured.
+    pub fn runs(&self, peer: Peer) -> bool {
+        self.only.is_empty() || self.only.contains(&peer)
     }
 
-    /// Whether the workload named `key` is to be run.
-    pub fn runs_workload(&self, key: &str) -> bool {
-        self.workloads.is_empty() || self.workloads.iter().any(|w| w.key() == key)
+    /// Whether `workload` is to be run.
+    pub fn runs_workload(&self, workload: Workload) -> bool {
+        self.workloads.is_empty() || self.workloads.contains(&workload)
     }
 }
 

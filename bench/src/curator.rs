@@ -1,69 +1,81 @@
-//! The Curator peer: `bench/java/CuratorBench.java`, compiled and run as a
-//! subprocess that prints JSON.
+//! The Curator peer: `bench/java/CuratorBench.java`, compiled with `javac` and run as one
+//! subprocess for the whole run, which takes one window per command on its stdin and answers
+//! each with one line of JSON (so that its windows interleave with the Rust libraries').
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::args::Args;
+use crate::args::{Args, Peer, Workload};
 use crate::measure::Latency;
 use crate::throughput::Figures;
-
-/// The Curator peer's figures, or why there are none.
-#[derive(Clone, Debug, Default)]
-pub struct CuratorRun {
-    pub skipped: Option<String>,
-    pub version: Option<String>,
-    pub workloads: BTreeMap<String, Figures>,
-}
 
 /// The jars the Java peers need (in /usr/share/java, from Debian's packages): one list for
 /// the benchmark and the Rust/Curator interop test.
 const CURATOR_JARS: &str = include_str!("../../examples/bench-peers/classpath.txt");
 
-/// Compiles (when needed) and runs `CuratorBench.java`.
-pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
-    let skip = |why: String| CuratorRun {
-        skipped: Some(why),
-        ..CuratorRun::default()
-    };
-    if !args.runs("curator") {
-        return skip("skipped (--only)".into());
+/// How long the JVM churns before its first window, so that the JIT has compiled the hot paths.
+const JIT_WARMUP: Duration = Duration::from_secs(2);
+
+/// The workloads the Java peer has.
+pub fn supports(workload: Workload) -> bool {
+    matches!(
+        workload,
+        Workload::Uncontended | Workload::Contended8 | Workload::Locks64x4
+    )
+}
+
+/// The running Java peer.
+pub struct CuratorPeer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// Its last lines on stderr, for the report when it fails.
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Why it can take no more windows.
+    dead: Option<String>,
+    /// Curator's version, from the jars' names.
+    pub version: Option<String>,
+}
+
+/// Compiles (when needed) and starts `CuratorBench.java`, and waits until its JIT warm-up is
+/// done; `Err` says why there is no Curator column.
+pub async fn start(connect: &str, root: &str, args: &Args) -> Result<CuratorPeer, String> {
+    if !args.runs(Peer::Curator) {
+        return Err("skipped (--only)".into());
     }
     if args.no_java {
-        return skip("skipped (--no-java)".into());
+        return Err("skipped (--no-java)".into());
     }
-    let java_workloads: Vec<&str> = ["uncontended", "contended8", "locks64x4"]
+    if !Workload::ALL
         .into_iter()
-        .filter(|w| args.runs_workload(w))
-        .collect();
-    if java_workloads.is_empty() {
-        return skip("skipped (--workloads)".into());
+        .any(|w| supports(w) && args.runs_workload(w))
+    {
+        return Err("skipped (--workloads)".into());
     }
     let jars = Path::new("/usr/share/java");
     let mut classpath = Vec::new();
     for jar in CURATOR_JARS.lines() {
         let path = jars.join(format!("{jar}.jar"));
         if !path.exists() {
-            return skip(format!(
-                "not installed ({} missing; bench/run.sh installs \
-                 libcurator-recipes-java)",
+            return Err(format!(
+                "not installed ({} missing; bench/run.sh installs libcurator-recipes-java)",
                 path.display()
             ));
         }
         classpath.push(path.display().to_string());
     }
-    let version = std::fs::read_link(jars.join("curator-recipes-5.4.0.jar"))
-        .ok()
-        .map(|_| "5.4.0".to_owned())
-        .or_else(|| curator_version(jars));
+    let version = curator_version(jars);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/CuratorBench.java");
-    let out = match std::env::current_exe() {
-        Ok(exe) => exe.with_file_name("bench-java"),
-        Err(e) => return skip(format!("current_exe: {e}")),
-    };
+    let out = std::env::current_exe()
+        .map_err(|e| format!("current_exe: {e}"))?
+        .with_file_name("bench-java");
     let class = out.join("CuratorBench.class");
     let stale = match (modified(&source), modified(&class)) {
         (Some(src), Some(cls)) => src > cls,
@@ -80,9 +92,9 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
             .output()
             .await;
         match javac {
-            Err(e) => return skip(format!("not run: javac unavailable ({e})")),
+            Err(e) => return Err(format!("not run: javac unavailable ({e})")),
             Ok(o) if !o.status.success() => {
-                return skip(format!(
+                return Err(format!(
                     "not run: javac failed: {}",
                     String::from_utf8_lossy(&o.stderr).trim()
                 ))
@@ -91,62 +103,137 @@ pub async fn run_curator(connect: &str, dir: &str, args: &Args) -> CuratorRun {
         }
     }
     classpath.insert(0, out.display().to_string());
-    let child = tokio::process::Command::new("java")
+    let mut child = tokio::process::Command::new("java")
         .arg("-cp")
         .arg(classpath.join(":"))
         .arg("CuratorBench")
-        .args(["--connect", connect, "--root", dir])
-        .args(["--warmup-ms", &args.warmup.as_millis().to_string()])
-        .args(["--measure-ms", &args.measure.as_millis().to_string()])
-        .args(["--jit-warmup-ms", "2000"])
-        .args(["--workloads", &java_workloads.join(",")])
+        .args(["--connect", connect, "--root", root])
+        .args(["--jit-warmup-ms", &JIT_WARMUP.as_millis().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    let output = match tokio::time::timeout(Duration::from_secs(300), child).await {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => return skip(format!("not run: java unavailable ({e})")),
-        Err(_) => return skip("the Java peer did not finish within 300 s".into()),
-    };
-    let mut run = CuratorRun {
-        version,
-        ..CuratorRun::default()
-    };
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        if !line.starts_with('{') {
-            continue;
-        }
-        match serde_json::from_str::<JavaWindow>(line) {
-            Ok(window) => {
-                run.workloads
-                    .insert(window.workload.clone(), window.figures());
+        .spawn()
+        .map_err(|e| format!("not run: java unavailable ({e})"))?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let stderr = Arc::new(Mutex::new(VecDeque::new()));
+    let mut errors = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+    let kept = stderr.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = errors.next_line().await {
+            let mut kept = kept.lock().unwrap();
+            if kept.len() == 5 {
+                kept.pop_front();
             }
-            Err(e) => eprintln!("bench: unreadable line from the Java peer ({e}): {line}"),
+            kept.push_back(line);
         }
+    });
+    let mut peer = CuratorPeer {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        dead: None,
+        version,
+    };
+    let ready = peer.answer(JIT_WARMUP + Duration::from_secs(60)).await?;
+    if !ready.contains("\"ready\"") {
+        return Err(format!("the Java peer did not start: {ready}"));
     }
-    if run.workloads.is_empty() {
-        return skip(format!(
-            "the Java peer printed no results: {}",
-            String::from_utf8_lossy(&output.stderr)
-                .lines()
-                .take(5)
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ));
-    }
-    run
+    Ok(peer)
 }
 
-/// One workload's figures as the Java peer prints them (a percentile is -1 without samples).
-#[derive(Deserialize)]
+impl CuratorPeer {
+    /// The next line the peer prints, within `timeout`.
+    async fn answer(&mut self, timeout: Duration) -> Result<String, String> {
+        let line = tokio::time::timeout(timeout, async {
+            loop {
+                match self.stdout.next_line().await {
+                    Ok(Some(line)) if line.starts_with('{') => return Ok(line),
+                    Ok(Some(_)) => continue,
+                    Ok(None) => return Err("the Java peer exited".to_owned()),
+                    Err(e) => return Err(format!("reading the Java peer: {e}")),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("the Java peer did not answer within {timeout:?}")));
+        line.map_err(|e| {
+            let stderr = self.stderr.lock().unwrap();
+            if stderr.is_empty() {
+                e
+            } else {
+                format!("{e}: {}", Vec::from(stderr.clone()).join(" / "))
+            }
+        })
+    }
+
+    /// One window of `workload` with its nodes under `path`.
+    pub async fn window(
+        &mut self,
+        workload: Workload,
+        path: &str,
+        warmup: Duration,
+        measure: Duration,
+    ) -> Figures {
+        let failed = |error: String| Figures {
+            error: Some(error),
+            ..Figures::default()
+        };
+        if let Some(why) = &self.dead {
+            return failed(why.clone());
+        }
+        let command = format!(
+            "run {} {path} {} {}\n",
+            workload.key(),
+            warmup.as_millis(),
+            measure.as_millis()
+        );
+        let answer = match self.stdin.write_all(command.as_bytes()).await {
+            Err(e) => Err(format!("writing to the Java peer: {e}")),
+            Ok(()) => {
+                self.answer(warmup + measure + Duration::from_secs(120))
+                    .await
+            }
+        };
+        let line = match answer {
+            Ok(line) => line,
+            Err(e) => {
+                self.dead = Some(e.clone());
+                return failed(e);
+            }
+        };
+        match serde_json::from_str::<JavaWindow>(&line) {
+            Ok(window) => window.figures(),
+            Err(e) => failed(format!("unreadable line from the Java peer ({e}): {line}")),
+        }
+    }
+
+    /// Asks the peer to exit, and makes sure it does.
+    pub async fn quit(mut self) {
+        let _ = self.stdin.write_all(b"quit\n").await;
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// One window's figures as the Java peer prints them (a percentile is -1 without samples; an
+/// error line may carry nothing else).
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct JavaWindow {
-    workload: String,
     cycles: u64,
     seconds: f64,
-    acquire_p50_us: f64,
-    acquire_p99_us: f64,
+    acquire_p50_us: Option<f64>,
+    acquire_p99_us: Option<f64>,
     acquire_samples: usize,
-    handoff_p50_us: f64,
-    handoff_p99_us: f64,
+    handoff_p50_us: Option<f64>,
+    handoff_p99_us: Option<f64>,
     handoff_samples: usize,
     cpu_ms: f64,
     log_syncs: Option<i64>,
@@ -157,9 +244,9 @@ struct JavaWindow {
 
 impl JavaWindow {
     fn figures(&self) -> Figures {
-        let latency = |p50: f64, p99: f64, samples| Latency {
-            p50: (p50 >= 0.0).then_some(p50),
-            p99: (p99 >= 0.0).then_some(p99),
+        let latency = |p50: Option<f64>, p99: Option<f64>, samples| Latency {
+            p50: p50.filter(|v| *v >= 0.0),
+            p99: p99.filter(|v| *v >= 0.0),
             samples,
         };
         Figures {

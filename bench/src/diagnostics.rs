@@ -9,6 +9,7 @@ use crate::args::Args;
 use crate::census::{counts, Census};
 use crate::locks::Lib;
 use crate::measure::Latency;
+use crate::stats::median;
 use crate::throughput::run_locks;
 use crate::CONTENDERS;
 
@@ -93,6 +94,23 @@ pub fn breakdown(log: &[(u64, String)]) -> Breakdown {
         total: Latency::of(total.clone()).p50,
         total_p99: Latency::of(total).p99,
         delete_rtt: Latency::of(delete).p50,
+    }
+}
+
+impl Breakdown {
+    /// Each part's median over several breakdowns (the rounds'), their handoffs summed.
+    pub fn median_of(all: &[&Breakdown]) -> Breakdown {
+        let m = |part: fn(&Breakdown) -> Option<f64>| median(all.iter().map(|b| part(b)));
+        Breakdown {
+            handoffs: all.iter().map(|b| b.handoffs).sum(),
+            release_to_event: m(|b| b.release_to_event),
+            event_to_relist: m(|b| b.event_to_relist),
+            relist_to_grant: m(|b| b.relist_to_grant),
+            event_to_grant_direct: m(|b| b.event_to_grant_direct),
+            total: m(|b| b.total),
+            total_p99: m(|b| b.total_p99),
+            delete_rtt: m(|b| b.delete_rtt),
+        }
     }
 }
 
