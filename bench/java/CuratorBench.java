@@ -12,10 +12,15 @@
 //   quit                                                           (or the end of stdin)
 //
 // Workloads: uncontended (1 lock, 1 contender), contended8 (1 lock, 8 contenders, a session each),
-// locks64x4 (64 locks, 4 contenders each, 4 sessions).
+// locks64x4 (64 locks, 4 contenders each, 4 sessions), and handover: LeaderLatch on two sessions,
+// the protocol of the Rust side (bench/src/handover.rs): the follower starts its latch and awaits
+// leadership in a thread of its own; once the server reports one more watch (`wchs`: the follower
+// watches the leader's node), the leader closes its latch; a handover is the time from close() to
+// the follower's await() returning. Then the roles swap, with a new latch for the new follower.
 //
-// First 8 contenders churn unmeasured for --jit-warmup-ms, so that the JIT has compiled Curator's
-// and ZooKeeper's hot paths (the Rust side needs no such thing). Then, per window, timing mirrors
+// First 8 contenders churn unmeasured for --jit-warmup-ms, and two latches hand leadership over for
+// a quarter of that, so that the JIT has compiled Curator's and ZooKeeper's hot paths (the Rust
+// side needs no such thing). Then, per window, timing mirrors
 // the Rust side: a warm-up (connections, first nodes), then a measurement window; a cycle
 // counts when its grant falls in the window, latencies when the whole acquire does. Acquire
 // latency is from calling acquire() to its return; handoff is from the holder's call to release()
@@ -40,6 +45,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryNTimes;
 
@@ -99,6 +105,7 @@ public final class CuratorBench {
         }
         if (jitWarmupMs > 0) {
             locks("jit-warmup", root + "/jit-warmup", 1, 8, 0, jitWarmupMs);
+            handover(root + "/jit-warmup-handover", 0, jitWarmupMs / 4);
         }
         System.out.println("{\"ready\":true}");
         System.out.flush();
@@ -134,7 +141,117 @@ public final class CuratorBench {
             case "uncontended": return locks(workload, path, 1, 1, warmupMs, measureMs);
             case "contended8": return locks(workload, path, 1, 8, warmupMs, measureMs);
             case "locks64x4": return locks(workload, path, 64, 4, warmupMs, measureMs);
+            case "handover": return handover(path, warmupMs, measureMs);
             default: throw new IllegalArgumentException("unknown workload " + workload);
+        }
+    }
+
+    /**
+     * Leader handovers between two LeaderLatch candidates on `path` for `warmupMs`, then measured
+     * for `measureMs`; the figures as one line of JSON.
+     */
+    private static String handover(String path, long warmupMs, long measureMs) throws Exception {
+        CuratorFramework[] sessions = {client(), client()};
+        Samples samples = new Samples();
+        String error = null;
+        LeaderLatch leader = new LeaderLatch(sessions[0], path, "candidate-0");
+        try {
+            leader.start();
+            leader.await();
+            int l = 0;
+            long start = System.nanoTime() + warmupMs * 1_000_000L;
+            long end = start + measureMs * 1_000_000L;
+            while (System.nanoTime() < end) {
+                int f = 1 - l;
+                Long before = totalWatches();
+                LeaderLatch follower = new LeaderLatch(sessions[f], path, "candidate-" + f);
+                long[] returned = {0};
+                Exception[] failed = {null};
+                Thread campaign = new Thread(() -> {
+                    try {
+                        follower.await();
+                        returned[0] = System.nanoTime();
+                    } catch (Exception e) {
+                        failed[0] = e;
+                    }
+                }, "follower");
+                campaign.setDaemon(true);
+                follower.start();
+                campaign.start();
+                waitWatching(before);
+                long resigned = System.nanoTime();
+                leader.close();
+                campaign.join(30_000);
+                if (failed[0] != null) {
+                    throw failed[0];
+                }
+                if (returned[0] == 0) {
+                    throw new IllegalStateException("the follower was not elected within 30 s");
+                }
+                if (resigned >= start && returned[0] < end) {
+                    samples.add(returned[0] - resigned);
+                }
+                leader = follower;
+                l = f;
+            }
+        } catch (Exception e) {
+            error = e.toString();
+        } finally {
+            try {
+                leader.close();
+            } catch (Exception ignored) {
+                // already closed
+            }
+            for (CuratorFramework s : sessions) {
+                s.close();
+            }
+        }
+        StringBuilder out = new StringBuilder();
+        out.append("{\"workload\":\"handover\"");
+        out.append(",\"handovers\":").append(samples.size);
+        out.append(",\"seconds\":").append(measureMs / 1e3);
+        out.append(",\"handover_p50_us\":").append(percentileUs(samples, 0.50));
+        out.append(",\"handover_p99_us\":").append(percentileUs(samples, 0.99));
+        out.append(",\"handover_samples\":").append(samples.size);
+        if (error != null) {
+            out.append(",\"error\":").append(quote(error));
+        }
+        return out.append('}').toString();
+    }
+
+    /** The server's total watch count (`wchs`); null when it does not answer. */
+    private static Long totalWatches() {
+        try {
+            for (String line : fourLetter("wchs").split("\n")) {
+                if (line.startsWith("Total watches:")) {
+                    return Long.parseLong(line.substring("Total watches:".length()).trim());
+                }
+            }
+        } catch (Exception e) {
+            // not reported
+        }
+        return null;
+    }
+
+    /**
+     * Waits until the server holds more watches than `before` (the follower watches the leader's
+     * node), or, when it does not report them, a moment (as bench/src/handover.rs).
+     */
+    private static void waitWatching(Long before) throws Exception {
+        if (before == null) {
+            Thread.sleep(5);
+            return;
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            Long now = totalWatches();
+            if (now != null && now > before) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the follower set no watch within 10 s");
+            }
+            Thread.sleep(0, 200_000);
         }
     }
 

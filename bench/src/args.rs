@@ -8,7 +8,8 @@ use clap::{Parser, ValueEnum};
 use crate::locks::Lib;
 
 /// Benchmarks zk-recipes' `ZkMutex` against zookeeper-client's `Client::lock` and Apache
-/// Curator's `InterProcessMutex` on one ZooKeeper server (a fresh ZooKeeper 3.8 container, or
+/// Curator's `InterProcessMutex`, and its `LeaderElection` against Curator's `LeaderLatch`, on
+/// one ZooKeeper server (a fresh ZooKeeper 3.8 container, or
 /// the ensemble of `--connect` / `ZK_CONNECT`), and prints a table and the same figures as JSON.
 #[derive(Parser, Clone, Debug)]
 #[command(
@@ -94,13 +95,13 @@ pub struct Args {
 /// A library under test, as `--only` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Peer {
-    /// zk-recipes' ZkMutex
+    /// zk-recipes' ZkMutex and LeaderElection
     #[value(name = "zk-recipes")]
     ZkRecipes,
     /// zookeeper-client's Client::lock
     #[value(name = "client-lock")]
     ClientLock,
-    /// Apache Curator's InterProcessMutex (Java)
+    /// Apache Curator's InterProcessMutex and LeaderLatch (Java)
     #[value(name = "curator")]
     Curator,
 }
@@ -120,6 +121,9 @@ pub enum Workload {
     /// many waiters on one lock and one session, in a child process
     #[value(name = "waiters")]
     Waiters,
+    /// leader handover between two sessions (LeaderElection, Curator's LeaderLatch)
+    #[value(name = "handover")]
+    Handover,
 }
 
 impl Peer {
@@ -155,10 +159,11 @@ impl Peer {
 
 impl Workload {
     /// Every workload, in the order a round runs them.
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 5] = [
         Workload::Uncontended,
         Workload::Contended8,
         Workload::Locks64x4,
+        Workload::Handover,
         Workload::Waiters,
     ];
 
@@ -168,6 +173,7 @@ impl Workload {
             Workload::Contended8 => "contended8",
             Workload::Locks64x4 => "locks64x4",
             Workload::Waiters => "waiters",
+            Workload::Handover => "handover",
         }
     }
 }

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::args::{Args, Peer, Workload};
+use crate::handover::HandoverFigures;
 use crate::measure::Latency;
 use crate::throughput::Figures;
 
@@ -27,7 +28,7 @@ const JIT_WARMUP: Duration = Duration::from_secs(2);
 pub fn supports(workload: Workload) -> bool {
     matches!(
         workload,
-        Workload::Uncontended | Workload::Contended8 | Workload::Locks64x4
+        Workload::Uncontended | Workload::Contended8 | Workload::Locks64x4 | Workload::Handover
     )
 }
 
@@ -169,20 +170,16 @@ impl CuratorPeer {
         })
     }
 
-    /// One window of `workload` with its nodes under `path`.
-    pub async fn window(
+    /// One window of `workload` with its nodes under `path`: the peer's answer.
+    async fn window(
         &mut self,
         workload: Workload,
         path: &str,
         warmup: Duration,
         measure: Duration,
-    ) -> Figures {
-        let failed = |error: String| Figures {
-            error: Some(error),
-            ..Figures::default()
-        };
+    ) -> Result<JavaWindow, String> {
         if let Some(why) = &self.dead {
-            return failed(why.clone());
+            return Err(why.clone());
         }
         let command = format!(
             "run {} {path} {} {}\n",
@@ -197,16 +194,41 @@ impl CuratorPeer {
                     .await
             }
         };
-        let line = match answer {
-            Ok(line) => line,
-            Err(e) => {
-                self.dead = Some(e.clone());
-                return failed(e);
-            }
-        };
-        match serde_json::from_str::<JavaWindow>(&line) {
+        let line = answer.inspect_err(|e| self.dead = Some(e.clone()))?;
+        serde_json::from_str::<JavaWindow>(&line)
+            .map_err(|e| format!("unreadable line from the Java peer ({e}): {line}"))
+    }
+
+    /// One window of a lock workload (`InterProcessMutex`).
+    pub async fn locks(
+        &mut self,
+        workload: Workload,
+        path: &str,
+        warmup: Duration,
+        measure: Duration,
+    ) -> Figures {
+        match self.window(workload, path, warmup, measure).await {
             Ok(window) => window.figures(),
-            Err(e) => failed(format!("unreadable line from the Java peer ({e}): {line}")),
+            Err(e) => Figures {
+                error: Some(e),
+                ..Figures::default()
+            },
+        }
+    }
+
+    /// One window of leader handovers (`LeaderLatch`).
+    pub async fn handover(
+        &mut self,
+        path: &str,
+        warmup: Duration,
+        measure: Duration,
+    ) -> HandoverFigures {
+        match self.window(Workload::Handover, path, warmup, measure).await {
+            Ok(window) => window.handover(),
+            Err(e) => HandoverFigures {
+                error: Some(e),
+                ..HandoverFigures::default()
+            },
         }
     }
 
@@ -239,16 +261,37 @@ struct JavaWindow {
     log_syncs: Option<i64>,
     log_writes: Option<i64>,
     violations: u64,
+    handovers: usize,
+    handover_p50_us: Option<f64>,
+    handover_p99_us: Option<f64>,
+    handover_samples: usize,
     error: Option<String>,
 }
 
+/// A latency as the Java peer prints it.
+fn latency(p50: Option<f64>, p99: Option<f64>, samples: usize) -> Latency {
+    Latency {
+        p50: p50.filter(|v| *v >= 0.0),
+        p99: p99.filter(|v| *v >= 0.0),
+        samples,
+    }
+}
+
 impl JavaWindow {
+    fn handover(&self) -> HandoverFigures {
+        HandoverFigures {
+            handovers: self.handovers,
+            seconds: self.seconds,
+            handover: latency(
+                self.handover_p50_us,
+                self.handover_p99_us,
+                self.handover_samples,
+            ),
+            error: self.error.clone(),
+        }
+    }
+
     fn figures(&self) -> Figures {
-        let latency = |p50: Option<f64>, p99: Option<f64>, samples| Latency {
-            p50: p50.filter(|v| *v >= 0.0),
-            p99: p99.filter(|v| *v >= 0.0),
-            samples,
-        };
         Figures {
             cycles: self.cycles,
             seconds: self.seconds,

@@ -1,5 +1,5 @@
-//! What the census shows of `ZkMutex`: requests per grant, and where an uncontended acquire's
-//! and a handoff's time goes.
+//! What the census shows of `ZkMutex` and `LeaderElection`: requests per grant, and where an
+//! uncontended acquire's, a handoff's and a leader handover's time goes.
 
 use std::time::Duration;
 
@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::args::Args;
 use crate::census::{counts, Census};
+use crate::handover::run_handover;
 use crate::locks::Lib;
 use crate::measure::Latency;
 use crate::stats::median;
@@ -130,6 +131,96 @@ pub struct RoundTrips {
     pub breakdown: Breakdown,
     /// Where an uncontended acquire's time goes.
     pub uncontended: AcquireBreakdown,
+    /// Where a leader handover's time goes.
+    pub handover: HandoverBreakdown,
+}
+
+/// Where the time of a `LeaderElection` handover goes (medians, µs): from the leader calling
+/// `resign()` to the follower's `campaign()` returning, split at the follower's events.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HandoverBreakdown {
+    pub handovers: usize,
+    /// The leader's delete round trip (`resign()` called to `"released"`).
+    #[serde(rename = "resign_delete_rtt_us")]
+    pub delete_rtt: Option<f64>,
+    /// From `resign()` called to the follower's `"watch fired"`.
+    #[serde(rename = "resign_to_event_us")]
+    pub resign_to_event: Option<f64>,
+    /// From the watch event to `"listing again"` (the follower asks for the children).
+    #[serde(rename = "event_to_relist_us")]
+    pub event_to_relist: Option<f64>,
+    /// From asking for the children to `"granted"` (a read round trip and the decision).
+    #[serde(rename = "relist_to_grant_us")]
+    pub relist_to_grant: Option<f64>,
+    /// From the watch event to `"granted"`, for handovers without a re-list.
+    #[serde(rename = "event_to_grant_direct_us")]
+    pub event_to_grant_direct: Option<f64>,
+    /// From `"granted"` to `campaign()` returning.
+    #[serde(rename = "grant_to_return_us")]
+    pub grant_to_return: Option<f64>,
+    /// The whole handover.
+    #[serde(rename = "total_us")]
+    pub total: Option<f64>,
+    #[serde(rename = "total_p99_us")]
+    pub total_p99: Option<f64>,
+}
+
+/// Splits each handover of a census log of the handover workload: from the `"resign"` mark to
+/// the `"campaigned"` mark, at the follower's `"watch fired"`, `"listing again"` and
+/// `"granted"`; the leader's `"released"` answers the oldest unanswered resign.
+fn handover_breakdown(log: &[(u64, String)]) -> HandoverBreakdown {
+    let (mut delete, mut to_event, mut to_relist, mut relist_to_grant) =
+        (vec![], vec![], vec![], vec![]);
+    let (mut direct, mut to_return, mut total) = (vec![], vec![], vec![]);
+    let mut unanswered = std::collections::VecDeque::new();
+    let (mut resign, mut watch, mut relist, mut granted) =
+        (None::<u64>, None::<u64>, None::<u64>, None::<u64>);
+    for (t, label) in log {
+        let t = *t;
+        match label.as_str() {
+            "resign" => {
+                (resign, watch, relist, granted) = (Some(t), None, None, None);
+                unanswered.push_back(t);
+            }
+            "released" => {
+                if let Some(r) = unanswered.pop_front() {
+                    delete.push(t.saturating_sub(r));
+                }
+            }
+            "watch fired" if resign.is_some() => {
+                watch.get_or_insert(t);
+            }
+            "listing again" if watch.is_some() => relist = Some(t),
+            "granted" if resign.is_some() => granted = Some(t),
+            "campaigned" => {
+                if let (Some(r), Some(w), Some(g)) = (resign, watch, granted) {
+                    to_event.push(w.saturating_sub(r));
+                    match relist {
+                        Some(l) => {
+                            to_relist.push(l.saturating_sub(w));
+                            relist_to_grant.push(g.saturating_sub(l));
+                        }
+                        None => direct.push(g.saturating_sub(w)),
+                    }
+                    to_return.push(t.saturating_sub(g));
+                    total.push(t.saturating_sub(r));
+                }
+                resign = None;
+            }
+            _ => {}
+        }
+    }
+    HandoverBreakdown {
+        handovers: total.len(),
+        delete_rtt: Latency::of(delete).p50,
+        resign_to_event: Latency::of(to_event).p50,
+        event_to_relist: Latency::of(to_relist).p50,
+        relist_to_grant: Latency::of(relist_to_grant).p50,
+        event_to_grant_direct: Latency::of(direct).p50,
+        grant_to_return: Latency::of(to_return).p50,
+        total: Latency::of(total.clone()).p50,
+        total_p99: Latency::of(total).p99,
+    }
 }
 
 /// Where the time of an uncontended `ZkMutex::lock` goes (medians, µs).
@@ -180,7 +271,8 @@ fn acquire_breakdown(log: &[(u64, String)]) -> AcquireBreakdown {
     }
 }
 
-/// Runs 8 contenders for a second with the census on.
+/// Runs one contender, 8 contenders and leader handovers, each for a second with the census
+/// on.
 pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Args) -> RoundTrips {
     let short = Args {
         warmup: Duration::from_millis(300),
@@ -209,12 +301,23 @@ pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Arg
     )
     .await;
     let log = census.stop();
+    census.start();
+    run_handover(
+        connect,
+        &format!("{dir}/handover"),
+        short.warmup,
+        short.measure,
+        Some(census),
+    )
+    .await;
+    let handovers = census.stop();
     let counts = counts(&log);
     let grants = counts.get("granted").copied().unwrap_or(0);
     let per = |k: &str| counts.get(k).copied().unwrap_or(0) as f64 / grants.max(1) as f64;
     RoundTrips {
         breakdown: breakdown(&log),
         uncontended: acquire_breakdown(&solo),
+        handover: handover_breakdown(&handovers),
         grants,
         enqueues: per("enqueued"),
         watches: per("span:wait"),

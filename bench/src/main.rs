@@ -70,6 +70,7 @@ mod census;
 mod curator;
 mod diagnostics;
 mod floor;
+mod handover;
 mod locks;
 mod machine;
 mod measure;

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::args::{Args, Peer, Workload};
 use crate::diagnostics::{Breakdown, RoundTrips};
 use crate::floor::FloorFigures;
+use crate::handover::HandoverFigures;
 use crate::rounds::Round;
 use crate::stats::{median, ratio, Spread};
 use crate::throughput::Figures;
@@ -166,6 +167,25 @@ fn lock_sections() -> [(Workload, &'static str, Vec<Metric<Figures>>); 3] {
     ]
 }
 
+const HANDOVER_P50: Metric<HandoverFigures> = Metric {
+    key: "handover_p50_us",
+    label: "handover p50",
+    get: |h| h.handover.p50,
+    show: Show::Ms,
+};
+
+fn handover_metrics() -> [Metric<HandoverFigures>; 2] {
+    [
+        HANDOVER_P50,
+        Metric {
+            key: "handover_p99_us",
+            label: "handover p99",
+            get: |h| h.handover.p99,
+            show: Show::Ms,
+        },
+    ]
+}
+
 fn waiter_metrics() -> [Metric<WaiterFigures>; 3] {
     [
         Metric {
@@ -302,6 +322,11 @@ impl Round {
             .filter(|f| f.error.is_none())
     }
 
+    /// A handover window's figures, unless it failed.
+    pub fn handover(&self, peer: Peer) -> Option<&HandoverFigures> {
+        self.handover.get(&peer).filter(|h| h.error.is_none())
+    }
+
     /// One write round trip of this round: its floor's `set_data` p50 (µs).
     fn write_rtt(&self) -> Option<f64> {
         self.floor.figures().set_data_p50_us
@@ -325,6 +350,10 @@ impl Report {
                 .filter(|w| w.error.is_none())
                 .and_then(m.get)
         }))
+    }
+
+    fn handover_spread(&self, peer: Peer, m: &Metric<HandoverFigures>) -> Option<Spread> {
+        Spread::of(self.rounds.iter().map(|r| r.handover(peer).and_then(m.get)))
     }
 
     fn floor_spread(&self, m: &Metric<FloorFigures>) -> Option<Spread> {
@@ -392,6 +421,13 @@ impl Report {
                 false,
                 1.5,
                 ours(Workload::Contended8, HANDOFF_P50),
+                write,
+            ),
+            self.target(
+                "leader handover p50 vs one write",
+                false,
+                2.0,
+                |r: &Round| r.handover(Peer::ZkRecipes).and_then(HANDOVER_P50.get),
                 write,
             ),
         ]
@@ -490,6 +526,29 @@ impl Report {
                     })
                     .collect();
                 row(&mut t, if i == 0 { label } else { "" }, m.label, cells);
+            }
+        }
+        if self.args.runs_workload(Workload::Handover) {
+            for (i, m) in handover_metrics().iter().enumerate() {
+                let cells = columns
+                    .iter()
+                    .map(|&peer| match peer {
+                        Peer::ClientLock => "no election".into(),
+                        _ => {
+                            let failed = self
+                                .rounds
+                                .iter()
+                                .any(|r| r.handover.get(&peer).is_some_and(|h| h.error.is_some()));
+                            self.cell(peer, self.handover_spread(peer, m), m.show, failed)
+                        }
+                    })
+                    .collect();
+                row(
+                    &mut t,
+                    if i == 0 { "leader handover" } else { "" },
+                    m.label,
+                    cells,
+                );
             }
         }
         if self.args.runs_workload(Workload::Waiters) {
@@ -636,6 +695,25 @@ impl Report {
                 split(&Breakdown::median_of(&drains))
             );
         }
+        let h = &rt.handover;
+        let _ = writeln!(
+            t,
+            "LeaderElection handover p50s (census): resign->watch event {}, event->re-list {}, \
+             re-list->grant {}, event->grant without re-list {}, grant->campaign returns {}, \
+             total {} (p99 {}) (leader's delete round trip {}; one write {}, one read {}; {} \
+             handovers)",
+            ms.opt(h.resign_to_event),
+            ms.opt(h.event_to_relist),
+            ms.opt(h.relist_to_grant),
+            ms.opt(h.event_to_grant_direct),
+            ms.opt(h.grant_to_return),
+            ms.opt(h.total),
+            ms.opt(h.total_p99),
+            ms.opt(h.delete_rtt),
+            ms.opt(write),
+            ms.opt(floor("get_children_p50_us")),
+            h.handovers
+        );
         match (&self.curator_skipped, &self.curator_version) {
             (Some(why), _) => {
                 let _ = writeln!(t, "Curator: {why}");
@@ -643,8 +721,8 @@ impl Report {
             (None, version) => {
                 let _ = writeln!(
                     t,
-                    "Curator {} (Debian), InterProcessMutex, JVM process CPU; one JVM for the \
-                     whole run, JIT-warmed before the first round",
+                    "Curator {} (Debian), InterProcessMutex and LeaderLatch, JVM process CPU; \
+                     one JVM for the whole run, JIT-warmed before the first round",
                     version.as_deref().unwrap_or("(version unknown)")
                 );
             }
@@ -699,6 +777,11 @@ impl Report {
                     problems.push(format!("round {}: {} waiters: {e}", i + 1, peer.title()));
                 }
             }
+            for (peer, h) in &round.handover {
+                if let Some(e) = &h.error {
+                    problems.push(format!("round {}: {} handover: {e}", i + 1, peer.title()));
+                }
+            }
         }
         problems
     }
@@ -726,6 +809,13 @@ impl Report {
                     .map(|m| (m.key.to_owned(), json!(self.lock_spread(peer, workload, m))))
                     .collect();
                 workloads.insert(workload.key().into(), Value::Object(figures));
+            }
+            if self.rounds.iter().any(|r| r.handover.contains_key(&peer)) {
+                let figures: Map<String, Value> = handover_metrics()
+                    .iter()
+                    .map(|m| (m.key.to_owned(), json!(self.handover_spread(peer, m))))
+                    .collect();
+                workloads.insert(Workload::Handover.key().into(), Value::Object(figures));
             }
             if self.rounds.iter().any(|r| r.waiters.contains_key(&peer)) {
                 let figures: Map<String, Value> = waiter_metrics()
@@ -755,6 +845,12 @@ impl Report {
                         .entry(peer.key())
                         .or_insert_with(|| Value::Object(Map::new()));
                     entry[workload.key()] = figures.to_json();
+                }
+                for (peer, handover) in &round.handover {
+                    let entry = results
+                        .entry(peer.key())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    entry[Workload::Handover.key()] = json!(handover);
                 }
                 for (peer, waiters) in &round.waiters {
                     let entry = results
@@ -813,6 +909,7 @@ impl Report {
                 },
                 "handoff_breakdown_8_contenders": rt.breakdown,
                 "uncontended_acquire_breakdown": rt.uncontended,
+                "leader_handover_breakdown": rt.handover,
             },
             "targets": targets,
         })

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::args::{Args, Peer, Workload};
 use crate::curator::{self, CuratorPeer};
 use crate::floor::{measure_floor, Floor};
+use crate::handover::{run_handover, HandoverFigures};
 use crate::throughput::{run_locks, Figures};
 use crate::waiters::{run_waiters, WaiterFigures};
 use crate::zk::mkdir;
@@ -24,6 +25,8 @@ pub struct Round {
     pub locks: BTreeMap<(Peer, Workload), Figures>,
     /// The waiters workload (Rust libraries only).
     pub waiters: BTreeMap<Peer, WaiterFigures>,
+    /// The leader-handover workload (zk-recipes and Curator).
+    pub handover: BTreeMap<Peer, HandoverFigures>,
 }
 
 /// Where the rounds run.
@@ -62,7 +65,13 @@ pub async fn run_round(
         if !args.runs_workload(workload) {
             continue;
         }
-        let mut order: Vec<Peer> = setup.rust.clone();
+        let mut order: Vec<Peer> = setup
+            .rust
+            .iter()
+            .copied()
+            // zookeeper-client has no leader election.
+            .filter(|&p| workload != Workload::Handover || p == Peer::ZkRecipes)
+            .collect();
         if curator.is_some() && curator::supports(workload) {
             order.push(Peer::Curator);
         }
@@ -81,6 +90,11 @@ pub async fn run_round(
                 workload.key()
             );
             match (peer.lib(), workload) {
+                (Some(_), Workload::Handover) => {
+                    let figures =
+                        run_handover(connect, &path, args.warmup, args.measure, None).await;
+                    round.handover.insert(peer, figures);
+                }
                 (Some(lib), Workload::Waiters) => {
                     let figures = run_waiters(lib, connect, &path, args.waiters).await;
                     round.waiters.insert(peer, figures);
@@ -94,11 +108,15 @@ pub async fn run_round(
                     let figures = run_locks(lib, connect, &path, shape, args, None).await;
                     round.locks.insert((peer, workload), figures);
                 }
+                (None, Workload::Handover) => {
+                    if let Some(java) = curator.as_deref_mut() {
+                        let figures = java.handover(&path, args.warmup, args.measure).await;
+                        round.handover.insert(peer, figures);
+                    }
+                }
                 (None, _) => {
                     if let Some(java) = curator.as_deref_mut() {
-                        let figures = java
-                            .window(workload, &path, args.warmup, args.measure)
-                            .await;
+                        let figures = java.locks(workload, &path, args.warmup, args.measure).await;
                         round.locks.insert((peer, workload), figures);
                     }
                 }
