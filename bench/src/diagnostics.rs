@@ -325,3 +325,44 @@ pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Arg
         relists: per("listing again"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(events: &[(u64, &str)]) -> Vec<(u64, String)> {
+        events.iter().map(|&(t, l)| (t, l.to_owned())).collect()
+    }
+
+    #[test]
+    fn a_handover_splits_at_the_followers_events_and_its_delete_answers_the_resign() {
+        // The first campaign's grant comes before any resign and is no handover; the second
+        // handover lists again; the first delete is answered after the follower returned.
+        let log = log(&[
+            (0, "granted"),
+            (10, "campaigning"),
+            (20, "enqueued"),
+            (1_000, "resign"),
+            (1_600, "watch fired"),
+            (1_610, "granted"),
+            (1_615, "campaigned"),
+            (1_700, "released"),
+            (5_000, "resign"),
+            (5_600, "released"),
+            (5_700, "watch fired"),
+            (5_710, "listing again"),
+            (6_010, "granted"),
+            (6_020, "campaigned"),
+        ]);
+        let b = handover_breakdown(&log);
+        assert_eq!(b.handovers, 2);
+        // Nearest-rank p50 of two samples is the smaller one, in µs.
+        assert_eq!(b.delete_rtt, Some(0.6));
+        assert_eq!(b.resign_to_event, Some(0.6));
+        assert_eq!(b.event_to_relist, Some(0.01));
+        assert_eq!(b.relist_to_grant, Some(0.3));
+        assert_eq!(b.event_to_grant_direct, Some(0.01));
+        assert_eq!(b.total, Some(0.615));
+        assert_eq!(b.total_p99, Some(1.02));
+    }
+}
