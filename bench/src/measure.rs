@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::json::{obj, Json};
+use serde::{Deserialize, Serialize};
 
 /// Nanoseconds since the first call: the process-wide clock of handoff timestamps.
 pub fn now_ns() -> u64 {
@@ -58,9 +58,11 @@ fn percentile_us(sorted: &[u64], p: f64) -> Option<f64> {
 }
 
 /// Latency summary (µs).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
+    #[serde(rename = "p50_us")]
     pub p50: Option<f64>,
+    #[serde(rename = "p99_us")]
     pub p99: Option<f64>,
     pub samples: usize,
 }
@@ -74,12 +76,4 @@ impl Latency {
             samples: samples.len(),
         }
     }
-}
-
-pub fn latency_json(l: &Latency) -> Json {
-    obj(vec![
-        ("p50_us", Json::opt(l.p50)),
-        ("p99_us", Json::opt(l.p99)),
-        ("samples", Json::Num(l.samples as f64)),
-    ])
 }

@@ -5,17 +5,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use zookeeper_client as zkc;
 
 use crate::census::{counts, Census};
-use crate::diagnostics::{breakdown, breakdown_from, breakdown_json, Breakdown};
-use crate::json::{obj, parse_flat_json, Json};
+use crate::diagnostics::{breakdown, Breakdown};
 use crate::locks::{Conn, Lib};
 use crate::measure::rss_kib;
 use crate::zk::{mkdir, total_watches};
 
-/// What the waiters workload measured (in a child process).
-#[derive(Clone, Debug, Default)]
+/// What the waiters workload measured (in a child process, which prints it as JSON).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct WaiterFigures {
     pub waiters: usize,
     pub rss_before_kib: u64,
@@ -28,6 +28,11 @@ pub struct WaiterFigures {
     pub enqueue_s: f64,
     pub drain_handoffs_per_s: Option<f64>,
     /// Where the drain's handoffs spend their time (ZkMutex only).
+    #[serde(
+        rename = "handoff_breakdown",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub breakdown: Option<Breakdown>,
     pub error: Option<String>,
 }
@@ -39,7 +44,8 @@ pub async fn child_waiters(lib: Lib, connect: &str, path: &str, n: usize, census
         error: Some(error),
         ..WaiterFigures::default()
     });
-    println!("RESULT {}", waiter_json(&figures).render_compact());
+    let line = serde_json::to_string(&figures).expect("figures serialize");
+    println!("RESULT {line}");
 }
 
 async fn waiters(
@@ -189,36 +195,6 @@ pub async fn run_waiters(lib: Lib, connect: &str, path: &str, n: usize) -> Waite
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     };
-    let map = parse_flat_json(line);
-    let num = |k: &str| map.get(k).and_then(Json::as_f64);
-    WaiterFigures {
-        waiters: num("waiters").unwrap_or(0.0) as usize,
-        rss_before_kib: num("rss_before_kib").unwrap_or(0.0) as u64,
-        rss_waiting_kib: num("rss_waiting_kib").unwrap_or(0.0) as u64,
-        kib_per_waiter: num("kib_per_waiter"),
-        wakeups_per_release: num("wakeups_per_release"),
-        relists_per_handoff: num("relists_per_handoff"),
-        enqueue_s: num("enqueue_s").unwrap_or(0.0),
-        drain_handoffs_per_s: num("drain_handoffs_per_s"),
-        breakdown: num("handoff_breakdown.handoffs").map(|_| breakdown_from(&map)),
-        error: map.get("error").and_then(|e| e.as_str().map(str::to_owned)),
-    }
-}
-
-pub fn waiter_json(w: &WaiterFigures) -> Json {
-    let mut fields = vec![
-        ("waiters", Json::Num(w.waiters as f64)),
-        ("rss_before_kib", Json::Num(w.rss_before_kib as f64)),
-        ("rss_waiting_kib", Json::Num(w.rss_waiting_kib as f64)),
-        ("kib_per_waiter", Json::opt(w.kib_per_waiter)),
-        ("wakeups_per_release", Json::opt(w.wakeups_per_release)),
-        ("relists_per_handoff", Json::opt(w.relists_per_handoff)),
-        ("enqueue_s", Json::Num(w.enqueue_s)),
-        ("drain_handoffs_per_s", Json::opt(w.drain_handoffs_per_s)),
-        ("error", w.error.clone().map_or(Json::Null, Json::Str)),
-    ];
-    if let Some(b) = &w.breakdown {
-        fields.push(("handoff_breakdown", breakdown_json(b)));
-    }
-    obj(fields)
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| failed(format!("child's result unreadable ({e}): {line}")))
 }

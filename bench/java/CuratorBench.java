@@ -1,14 +1,26 @@
-// The Curator peer of the `bench` example (examples/bench/): Apache Curator's InterProcessMutex on
-// the same workloads, one JSON object per workload on stdout. The Rust benchmark compiles this file
-// with javac against Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as a
-// subprocess:
+// The Curator peer of the benchmark (bench/, the zk-recipes-bench crate): Apache Curator's
+// InterProcessMutex on the same workloads as the Rust side. The Rust benchmark compiles this file
+// with javac against Debian's jars in /usr/share/java (libcurator-recipes-java) and runs it as one
+// subprocess for the whole run, which takes its windows one command at a time, so that the Rust
+// driver can interleave them with its own:
 //
 //   java -cp <out>:<jars> CuratorBench --connect 127.0.0.1:2181 --root /bench/curator \
-//        --jit-warmup-ms 2000 --warmup-ms 1000 --measure-ms 3000 \
-//        --workloads uncontended,contended8,locks64x4
+//        --jit-warmup-ms 2000
+//   (prints {"ready":true} once warm; then, per line on stdin)
+//   run contended8 /bench/curator/round-1/contended8 1000 5000    (workload, path, warm-up ms, window ms)
+//   (prints one JSON object on one line: the window's figures, or its error)
+//   quit                                                           (or the end of stdin)
 //
-// First 8 contenders churn unmeasured for --jit-warmup-ms, so that the JIT has compiled Curator's
-// and ZooKeeper's hot paths (the Rust side needs no such thing). Then, per workload, timing mirrors
+// Workloads: uncontended (1 lock, 1 contender), contended8 (1 lock, 8 contenders, a session each),
+// locks64x4 (64 locks, 4 contenders each, 4 sessions), and handover: LeaderLatch on two sessions,
+// the protocol of the Rust side (bench/src/handover.rs): the follower starts its latch and awaits
+// leadership in a thread of its own; once the server reports one more watch (`wchs`: the follower
+// watches the leader's node), the leader closes its latch; a handover is the time from close() to
+// the follower's await() returning. Then the roles swap, with a new latch for the new follower.
+//
+// First 8 contenders churn unmeasured for --jit-warmup-ms, and two latches hand leadership over for
+// a quarter of that, so that the JIT has compiled Curator's and ZooKeeper's hot paths (the Rust
+// side needs no such thing). Then, per window, timing mirrors
 // the Rust side: a warm-up (connections, first nodes), then a measurement window; a cycle
 // counts when its grant falls in the window, latencies when the whole acquire does. Acquire
 // latency is from calling acquire() to its return; handoff is from the holder's call to release()
@@ -16,8 +28,10 @@
 // thread: ours, Curator's, ZooKeeper's, JIT and GC) is read around the window, and so are the
 // server's log syncs (`mntr`) and last zxid (`srvr`), as on the Rust side.
 
+import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
+import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.lang.management.ManagementFactory;
 import java.net.Socket;
@@ -31,6 +45,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryNTimes;
 
@@ -38,9 +53,7 @@ import org.apache.curator.retry.RetryNTimes;
 public final class CuratorBench {
     private static String connect = "127.0.0.1:2181";
     private static String root = "/bench/curator";
-    private static long warmupMs = 500;
-    private static long measureMs = 3000;
-    /** Churn before the first workload, so that the JIT has compiled the hot paths. */
+    /** Churn before the first window, so that the JIT has compiled the hot paths. */
     private static long jitWarmupMs = 2000;
 
     /** Window bounds (System.nanoTime); a cycle counts when granted inside. */
@@ -82,29 +95,179 @@ public final class CuratorBench {
     }
 
     public static void main(String[] args) throws Exception {
-        List<String> workloads = List.of("uncontended", "contended8", "locks64x4");
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--connect": connect = args[i + 1]; break;
                 case "--root": root = args[i + 1]; break;
-                case "--warmup-ms": warmupMs = Long.parseLong(args[i + 1]); break;
-                case "--measure-ms": measureMs = Long.parseLong(args[i + 1]); break;
                 case "--jit-warmup-ms": jitWarmupMs = Long.parseLong(args[i + 1]); break;
-                case "--workloads": workloads = List.of(args[i + 1].split(",")); break;
                 default: throw new IllegalArgumentException("unknown flag " + args[i]);
             }
         }
         if (jitWarmupMs > 0) {
-            run("jit-warmup", 1, 8, 0, jitWarmupMs, false);
+            locks("jit-warmup", root + "/jit-warmup", 1, 8, 0, jitWarmupMs);
+            handover(root + "/jit-warmup-handover", 0, jitWarmupMs / 4);
         }
-        for (String w : workloads) {
-            switch (w) {
-                case "uncontended": run(w, 1, 1, warmupMs, measureMs, true); break;
-                case "contended8": run(w, 1, 8, warmupMs, measureMs, true); break;
-                case "locks64x4": run(w, 64, 4, warmupMs, measureMs, true); break;
-                default: throw new IllegalArgumentException("unknown workload " + w);
+        System.out.println("{\"ready\":true}");
+        System.out.flush();
+        BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = commands.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            if (words[0].isEmpty()) {
+                continue;
+            }
+            if (words[0].equals("quit")) {
+                break;
+            }
+            String answer;
+            if (words[0].equals("run") && words.length == 5) {
+                String workload = words[1];
+                try {
+                    answer = window(workload, words[2], Long.parseLong(words[3]), Long.parseLong(words[4]));
+                } catch (Exception e) {
+                    answer = "{\"workload\":" + quote(workload) + ",\"error\":" + quote(e.toString()) + "}";
+                }
+            } else {
+                answer = "{\"error\":" + quote("unknown command: " + line) + "}";
+            }
+            System.out.println(answer);
+            System.out.flush();
+        }
+    }
+
+    /** One window of `workload` under `path`: its figures as one line of JSON. */
+    private static String window(String workload, String path, long warmupMs, long measureMs) throws Exception {
+        switch (workload) {
+            case "uncontended": return locks(workload, path, 1, 1, warmupMs, measureMs);
+            case "contended8": return locks(workload, path, 1, 8, warmupMs, measureMs);
+            case "locks64x4": return locks(workload, path, 64, 4, warmupMs, measureMs);
+            case "handover": return handover(path, warmupMs, measureMs);
+            default: throw new IllegalArgumentException("unknown workload " + workload);
+        }
+    }
+
+    /**
+     * Leader handovers between two LeaderLatch candidates on `path` for `warmupMs`, then measured
+     * for `measureMs`; the figures as one line of JSON.
+     */
+    private static String handover(String path, long warmupMs, long measureMs) throws Exception {
+        CuratorFramework[] sessions = {client(), client()};
+        Samples samples = new Samples();
+        String error = null;
+        LeaderLatch leader = new LeaderLatch(sessions[0], path, "candidate-0");
+        try {
+            leader.start();
+            leader.await();
+            int l = 0;
+            long start = System.nanoTime() + warmupMs * 1_000_000L;
+            long end = start + measureMs * 1_000_000L;
+            while (System.nanoTime() < end) {
+                int f = 1 - l;
+                Long before = totalWatches();
+                LeaderLatch follower = new LeaderLatch(sessions[f], path, "candidate-" + f);
+                long[] returned = {0};
+                Exception[] failed = {null};
+                Thread campaign = new Thread(() -> {
+                    try {
+                        follower.await();
+                        returned[0] = System.nanoTime();
+                    } catch (Exception e) {
+                        failed[0] = e;
+                    }
+                }, "follower");
+                campaign.setDaemon(true);
+                follower.start();
+                campaign.start();
+                waitWatching(before);
+                long resigned = System.nanoTime();
+                leader.close();
+                campaign.join(30_000);
+                if (failed[0] != null) {
+                    throw failed[0];
+                }
+                if (returned[0] == 0) {
+                    throw new IllegalStateException("the follower was not elected within 30 s");
+                }
+                if (resigned >= start && returned[0] < end) {
+                    samples.add(returned[0] - resigned);
+                }
+                leader = follower;
+                l = f;
+            }
+        } catch (Exception e) {
+            error = e.toString();
+        } finally {
+            try {
+                leader.close();
+            } catch (Exception ignored) {
+                // already closed
+            }
+            for (CuratorFramework s : sessions) {
+                s.close();
             }
         }
+        StringBuilder out = new StringBuilder();
+        out.append("{\"workload\":\"handover\"");
+        out.append(",\"handovers\":").append(samples.size);
+        out.append(",\"seconds\":").append(measureMs / 1e3);
+        out.append(",\"handover_p50_us\":").append(percentileUs(samples, 0.50));
+        out.append(",\"handover_p99_us\":").append(percentileUs(samples, 0.99));
+        out.append(",\"handover_samples\":").append(samples.size);
+        if (error != null) {
+            out.append(",\"error\":").append(quote(error));
+        }
+        return out.append('}').toString();
+    }
+
+    /** The server's total watch count (`wchs`); null when it does not answer. */
+    private static Long totalWatches() {
+        try {
+            for (String line : fourLetter("wchs").split("\n")) {
+                if (line.startsWith("Total watches:")) {
+                    return Long.parseLong(line.substring("Total watches:".length()).trim());
+                }
+            }
+        } catch (Exception e) {
+            // not reported
+        }
+        return null;
+    }
+
+    /**
+     * Waits until the server holds more watches than `before` (the follower watches the leader's
+     * node), or, when it does not report them, a moment (as bench/src/handover.rs).
+     */
+    private static void waitWatching(Long before) throws Exception {
+        if (before == null) {
+            Thread.sleep(5);
+            return;
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            Long now = totalWatches();
+            if (now != null && now > before) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the follower set no watch within 10 s");
+            }
+            Thread.sleep(0, 200_000);
+        }
+    }
+
+    /** A JSON string. */
+    private static String quote(String s) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                out.append('\\').append(c);
+            } else if (c < 0x20) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else {
+                out.append(c);
+            }
+        }
+        return out.append('"').toString();
     }
 
     private static CuratorFramework client() throws InterruptedException {
@@ -127,11 +290,12 @@ public final class CuratorBench {
     }
 
     /**
-     * `locks` lock paths, `perLock` contenders on each; contender i of every lock shares session i
-     * (one session per contender for a single lock, as in the Rust workloads).
+     * `locks` lock paths under `dir`, `perLock` contenders on each; contender i of every lock
+     * shares session i (one session per contender for a single lock, as in the Rust workloads).
+     * Returns the figures as one line of JSON.
      */
-    private static void run(String name, int locks, int perLock, long warmupMs, long measureMs,
-            boolean print) throws Exception {
+    private static String locks(String name, String dir, int locks, int perLock, long warmupMs, long measureMs)
+            throws Exception {
         stop = false;
         windowStart = Long.MAX_VALUE;
         windowEnd = Long.MAX_VALUE;
@@ -142,7 +306,7 @@ public final class CuratorBench {
         List<Thread> threads = new ArrayList<>();
         List<Tally> tallies = new ArrayList<>();
         for (int l = 0; l < locks; l++) {
-            Lock lock = new Lock(root + "/" + name + "/lock-" + l);
+            Lock lock = new Lock(dir + "/lock-" + l);
             for (int c = 0; c < perLock; c++) {
                 InterProcessMutex mutex = new InterProcessMutex(sessions.get(c), lock.path);
                 Tally tally = new Tally();
@@ -185,9 +349,6 @@ public final class CuratorBench {
         for (CuratorFramework s : sessions) {
             s.close();
         }
-        if (!print) {
-            return;
-        }
         double seconds = (Math.min(end, windowEnd) - start) / 1e9;
         StringBuilder out = new StringBuilder();
         out.append("{\"workload\":\"").append(name).append('"');
@@ -207,16 +368,14 @@ public final class CuratorBench {
         }
         out.append(",\"violations\":").append(violations);
         if (error != null) {
-            out.append(",\"error\":\"").append(error.replace("\\", "\\\\").replace("\"", "'")).append('"');
+            out.append(",\"error\":").append(quote(error));
         }
-        out.append('}');
-        System.out.println(out);
-        System.out.flush();
+        return out.append('}').toString();
     }
 
     /**
      * The server's log syncs so far (`zk_cnt_sync_processor_batch_size` of `mntr`) and its last
-     * zxid (`srvr`); null when it does not answer them (same as examples/bench/zk.rs).
+     * zxid (`srvr`); null when it does not answer them (same as bench/src/zk.rs).
      */
     private static long[] logCounters() {
         try {
@@ -255,7 +414,7 @@ public final class CuratorBench {
         }
     }
 
-    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as examples/bench/measure.rs). */
+    /** Nearest-rank percentile in microseconds; -1 without samples (same rule as bench/src/measure.rs). */
     private static double percentileUs(Samples s, double p) {
         if (s.size == 0) {
             return -1;

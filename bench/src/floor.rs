@@ -2,9 +2,11 @@
 
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
+use serde_json::{json, Value};
 use zookeeper_client as zkc;
 
-use crate::measure::{cpu_time, now_ns};
+use crate::measure::{cpu_time, now_ns, Latency};
 
 /// The raw client's write round trips, one request at a time.
 #[derive(Clone, Debug, Default)]
@@ -26,18 +28,60 @@ pub struct Floor {
     pub cpu_ms: f64,
 }
 
+/// The floor's figures (µs, except where named otherwise).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FloorFigures {
+    pub set_data_p50_us: Option<f64>,
+    pub set_data_p99_us: Option<f64>,
+    pub get_children_p50_us: Option<f64>,
+    pub create_p50_us: Option<f64>,
+    pub create_p99_us: Option<f64>,
+    pub delete_p50_us: Option<f64>,
+    pub create_and_get_children_pipelined_p50_us: Option<f64>,
+    pub get_children_and_create_pipelined_p50_us: Option<f64>,
+    /// Percentage of the list-first pipelined pairs whose listing was provably exact.
+    pub get_children_and_create_exact_pct: Option<f64>,
+    pub create_delete_cycles_per_s: Option<f64>,
+    pub cpu_ms_per_1000_cycles: Option<f64>,
+}
+
 impl Floor {
-    pub fn merge(&mut self, other: Floor) {
-        self.set_data.extend(other.set_data);
-        self.list.extend(other.list);
-        self.create_list.extend(other.create_list);
-        self.list_create.extend(other.list_create);
-        self.list_create_exact += other.list_create_exact;
-        self.create.extend(other.create);
-        self.delete.extend(other.delete);
-        self.cycles += other.cycles;
-        self.seconds += other.seconds;
-        self.cpu_ms += other.cpu_ms;
+    pub fn figures(&self) -> FloorFigures {
+        let of = |samples: &Vec<u64>| Latency::of(samples.clone());
+        let (set_data, create) = (of(&self.set_data), of(&self.create));
+        FloorFigures {
+            set_data_p50_us: set_data.p50,
+            set_data_p99_us: set_data.p99,
+            get_children_p50_us: of(&self.list).p50,
+            create_p50_us: create.p50,
+            create_p99_us: create.p99,
+            delete_p50_us: of(&self.delete).p50,
+            create_and_get_children_pipelined_p50_us: of(&self.create_list).p50,
+            get_children_and_create_pipelined_p50_us: of(&self.list_create).p50,
+            get_children_and_create_exact_pct: (!self.list_create.is_empty())
+                .then(|| 100.0 * self.list_create_exact as f64 / self.list_create.len() as f64),
+            create_delete_cycles_per_s: (self.seconds > 0.0)
+                .then(|| self.cycles as f64 / self.seconds),
+            cpu_ms_per_1000_cycles: (self.cycles > 0)
+                .then(|| self.cpu_ms * 1000.0 / self.cycles as f64),
+        }
+    }
+
+    /// One round's floor as the report's JSON has it.
+    pub fn to_json(&self) -> Value {
+        let of = |samples: &Vec<u64>| Latency::of(samples.clone());
+        let figures = self.figures();
+        json!({
+            "set_data": of(&self.set_data),
+            "get_children": of(&self.list),
+            "create_and_get_children_pipelined": of(&self.create_list),
+            "get_children_and_create_pipelined": of(&self.list_create),
+            "get_children_and_create_exact": self.list_create_exact,
+            "create": of(&self.create),
+            "delete": of(&self.delete),
+            "create_delete_cycles_per_s": figures.create_delete_cycles_per_s,
+            "cpu_ms_per_1000_cycles": figures.cpu_ms_per_1000_cycles,
+        })
     }
 }
 

@@ -4,11 +4,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use serde_json::{json, Value};
+
 use crate::args::Args;
 use crate::census::Census;
-use crate::json::{obj, Json};
 use crate::locks::{Conn, Lib, Locker};
-use crate::measure::{cpu_time, latency_json, now_ns, Latency};
+use crate::measure::{cpu_time, now_ns, Latency};
 use crate::zk::{log_counters, log_delta, mkdir};
 
 /// What a throughput workload measured.
@@ -47,22 +48,25 @@ impl Figures {
     }
 }
 
-pub fn figures_json(f: &Figures) -> Json {
-    obj(vec![
-        ("cycles", Json::Num(f.cycles as f64)),
-        ("seconds", Json::Num(f.seconds)),
-        ("cycles_per_s", Json::opt(f.cycles_per_s())),
-        ("acquire", latency_json(&f.acquire)),
-        ("handoff", latency_json(&f.handoff)),
-        ("cpu_ms", Json::Num(f.cpu_ms)),
-        ("cpu_ms_per_1000_cycles", Json::opt(f.cpu_ms_per_1000())),
-        ("server_log_syncs", Json::opt(f.log.map(|(s, _)| s as f64))),
-        ("server_writes", Json::opt(f.log.map(|(_, w)| w as f64))),
-        ("server_log_syncs_per_cycle", Json::opt(f.syncs_per_cycle())),
-        ("server_writes_per_log_sync", Json::opt(f.writes_per_sync())),
-        ("overlapping_holders", Json::Num(f.violations as f64)),
-        ("error", f.error.clone().map_or(Json::Null, Json::Str)),
-    ])
+impl Figures {
+    /// The figures and what follows from them, as the report's JSON has them.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "cycles": self.cycles,
+            "seconds": self.seconds,
+            "cycles_per_s": self.cycles_per_s(),
+            "acquire": self.acquire,
+            "handoff": self.handoff,
+            "cpu_ms": self.cpu_ms,
+            "cpu_ms_per_1000_cycles": self.cpu_ms_per_1000(),
+            "server_log_syncs": self.log.map(|(s, _)| s),
+            "server_writes": self.log.map(|(_, w)| w),
+            "server_log_syncs_per_cycle": self.syncs_per_cycle(),
+            "server_writes_per_log_sync": self.writes_per_sync(),
+            "overlapping_holders": self.violations,
+            "error": self.error,
+        })
+    }
 }
 
 /// Shared by the contenders of one lock: who holds (to catch overlaps) and when the last

@@ -1,9 +1,10 @@
 //! The Rust locks under test behind one interface: `ZkMutex` and zookeeper-client's
-//! `Client::lock`.
+//! `Client::lock`; and `LeaderElection`'s candidates. Every use of the library's lock and
+//! election API is in this file.
 
 use std::sync::Arc;
 
-use zk_recipes::{OwnedZkMutexGuard, Session, SessionOptions, ZkMutex};
+use zk_recipes::{LeaderElection, Leadership, OwnedZkMutexGuard, Session, SessionOptions, ZkMutex};
 use zookeeper_client as zkc;
 
 /// A Rust lock implementation.
@@ -49,6 +50,17 @@ impl Conn {
         match self {
             Conn::Ours(session) => session.close().await,
             Conn::ClientLock(client) => drop(client),
+        }
+    }
+
+    /// A candidate of the election on `path` over this session (zk-recipes only: zookeeper-client
+    /// has no leader election).
+    pub fn candidate(&self, path: &str, info: &str) -> Option<Candidate> {
+        match self {
+            Conn::Ours(session) => Some(Candidate(
+                LeaderElection::new(session, path, info).expect("a valid election path"),
+            )),
+            Conn::ClientLock(_) => None,
         }
     }
 
@@ -120,5 +132,32 @@ impl Held {
                 .await
                 .map_err(|e| format!("delete {path}: {e}")),
         }
+    }
+}
+
+/// A candidate in a leader election (`LeaderElection`).
+pub struct Candidate(LeaderElection);
+
+/// Leading (`Leadership`).
+pub struct Leading(Leadership);
+
+impl Candidate {
+    /// Campaigns until elected.
+    pub async fn campaign(&self) -> Result<Leading, String> {
+        self.0
+            .campaign()
+            .await
+            .map(Leading)
+            .map_err(|e| format!("LeaderElection::campaign: {e}"))
+    }
+}
+
+impl Leading {
+    /// Resigns: deletes the node and waits for the reply.
+    pub async fn resign(self) -> Result<(), String> {
+        self.0
+            .resign()
+            .await
+            .map_err(|e| format!("Leadership::resign: {e}"))
     }
 }

@@ -1,33 +1,36 @@
-//! Benchmarks of `ZkMutex` against its peers on one ZooKeeper server (issue #7).
+//! Benchmarks of `ZkMutex` against its peers on one ZooKeeper server (issues #7 and #13).
 //!
 //! ```text
-//! examples/bench-peers/run.sh                       # installs Curator if missing, then runs:
-//! cargo run --release --example bench -- --json bench.json
-//! ZK_CONNECT=127.0.0.1:2181 cargo run --release --example bench    # an existing server
-//! cargo run --release --example bench -- --measure 10 --warmup 2 --waiters 5000   # longer
+//! bench/run.sh --json bench.json     # installs Curator if missing, then runs:
+//! cargo run --release -p zk-recipes-bench -- --json bench.json
+//! ZK_CONNECT=127.0.0.1:2181 cargo run --release -p zk-recipes-bench    # an existing server
+//! cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000   # longer
 //! ```
 //!
-//! Flags: `--json PATH` (also write the JSON there), `--measure SECS` (measurement window of
-//! each throughput workload, default 5), `--warmup SECS` (default 1), `--waiters N` (default
-//! 1000), `--no-java` (skip Curator), `--data-in-memory` (the server's data and transaction
-//! log on a `tmpfs` instead of a volume: a write then waits for no disk, which is not how a
-//! production server runs but shows the clients' own costs), `--only LIBS` (a comma-separated subset of `zk-recipes`,
-//! `client-lock`, `curator`), `--workloads LIST` (a subset of `uncontended`, `contended8`,
-//! `locks64x4`, `waiters`). `BENCH_MEASURE_SECS` / `BENCH_WARMUP_SECS` do the same as the
-//! flags.
+//! Flags (`--help` describes them): `--json PATH`, `--measure SECS`, `--warmup SECS`,
+//! `--rounds N`, `--waiters N`, `--no-java`, `--data-in-memory`, `--only LIBS`,
+//! `--workloads LIST`, and `--connect HOST:PORT` for an existing ensemble.
+//! `BENCH_MEASURE_SECS`, `BENCH_WARMUP_SECS` and `ZK_CONNECT` do the same as `--measure`,
+//! `--warmup` and `--connect`.
 //!
 //! What runs, in one process against one server (a fresh ZooKeeper 3.8 container from
-//! `zk-testcontainers`, or `ZK_CONNECT`), about a minute and a half by default:
+//! `zk-testcontainers`, or `--connect` / `ZK_CONNECT`), a few minutes by default:
 //!
-//! - **server floor**, with the raw `zookeeper_client::Client`, one request at a time, before
-//!   and after the lock workloads (pooled): `set_data` (one write round trip: the yardstick of
-//!   the targets), `get_children` (one read), ephemeral sequential `create` + `delete` (the two
-//!   writes of every lock cycle), and `create` and `get_children` pipelined in both orders (what
-//!   a one-round-trip acquire can at best cost);
+//! - `--rounds` rounds (3 by default). Each measures the server's floor, then runs every
+//!   workload's window for every library in turn (ours, `Client::lock`, Curator; then the next
+//!   workload), who goes first rotating from round to round. Every figure of the table is its
+//!   median over the rounds with the spread, `median [min-max]`; the JSON has the same and
+//!   every round's own figures; the targets are judged on the medians.
+//! - **server floor**, with the raw `zookeeper_client::Client`, one request at a time:
+//!   `set_data` (one write round trip: the yardstick of the targets), `get_children` (one
+//!   read), ephemeral sequential `create` + `delete` (the two writes of every lock cycle), and
+//!   `create` and `get_children` pipelined in both orders (what a one-round-trip acquire can at
+//!   best cost);
 //! - for `zk-recipes`' `ZkMutex`, zookeeper-client's own `Client::lock` (Curator-style prefix)
 //!   and, where Java and Debian's Curator are installed, Curator's `InterProcessMutex` (our Java
-//!   harness `examples/bench-peers/CuratorBench.java`, compiled with `javac` and run as a
-//!   subprocess that prints JSON):
+//!   harness `bench/java/CuratorBench.java`, compiled with `javac` and run as one subprocess for
+//!   the whole run, which takes one window per command on stdin and answers each with a line of
+//!   JSON):
 //!   - uncontended acquire + release on one session: cycles/s, acquire latency p50/p99;
 //!   - 8 contenders on one lock, each on its own session: cycles/s, acquire latency p50/p99,
 //!     handoff latency (from the holder calling release to the next holder's grant, both
@@ -46,49 +49,53 @@
 //!   while the queue drains, and the drain rate;
 //! - a census of `ZkMutex`'s requests per grant and where an uncontended acquire's and a
 //!   handoff's time goes, from the library's tracing events with timestamps (a separate short
-//!   run, so that the measured runs pay nothing for tracing).
+//!   run with a layer of its own that takes every level; DEBUG events such as `"watch fired"`
+//!   are among them).
+//!
+//! Tracing: every run has the subscriber a service would have, a `tracing_subscriber` `fmt`
+//! layer at INFO writing to `std::io::sink`, so the figures include what the library's events
+//! and spans cost its users; the census's layer has its own filter and is off outside its run.
 //!
 //! Fairness: the server churns unmeasured with both Rust libraries first (a fresh server is
-//! slower for its first seconds); workload by workload, the two Rust libraries take turns going
-//! first; the JVM churns unmeasured for 2 s before its first workload (JIT). Every workload
-//! releases with a delete whose reply is awaited (`ZkMutexGuard::release`, an explicit `delete`
-//! for `Client::lock`, whose guard otherwise deletes in the background on drop, and Curator's
-//! `release()`), holds for no time, and checks that no two holders overlap.
+//! slower for its first seconds), and the JVM churns unmeasured for 2 s before the first round
+//! (JIT). Every workload releases with a delete whose reply is awaited
+//! (`ZkMutexGuard::release`, an explicit `delete` for `Client::lock`, whose guard otherwise
+//! deletes in the background on drop, and Curator's `release()`), holds for no time, and checks
+//! that no two holders overlap.
 //!
-//! Linux only (`/proc`). Each workload opens its own sessions. The targets of issue #7 are
-//! judged at the end of the table, as ratios from this one run.
+//! Linux only (`/proc`). Each window opens its own sessions.
 
 mod args;
 mod census;
 mod curator;
 mod diagnostics;
 mod floor;
-mod json;
+mod handover;
 mod locks;
 mod machine;
 mod measure;
 mod report;
+mod rounds;
+mod stats;
 mod throughput;
 mod waiters;
 mod zk;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use clap::Parser;
 use zk_testcontainers::{ServerOptions, ZkServer};
 use zookeeper_client as zkc;
 
-use args::{usage, Args};
+use args::{Args, Peer};
 use census::Census;
-use curator::run_curator;
 use diagnostics::census_rounds;
-use floor::measure_floor;
-use locks::Lib;
 use machine::{cpu_model, load_average, utc_now};
 use measure::now_ns;
-use report::{LibRun, Report};
+use report::Report;
+use rounds::{run_round, Setup};
 use throughput::run_locks;
-use waiters::{child_waiters, run_waiters};
+use waiters::child_waiters;
 use zk::{delete_tree, four_letter, mkdir};
 
 /// The server's JVM options (`ZK_JAVA_OPTS` of the image; `BENCH_ZK_JAVA_OPTS` overrides): the
@@ -106,19 +113,19 @@ async fn main() {
     let args = Args::parse();
     let census = Census::default();
     census.install();
-    if let Some(lib) = args.child {
-        let connect = args.connect.clone().unwrap_or_else(|| usage("--connect"));
-        let path = args.path.clone().unwrap_or_else(|| usage("--path"));
-        child_waiters(lib, &connect, &path, args.waiters, &census).await;
+    if let Some(peer) = args.child_waiters {
+        let (Some(lib), Some(connect), Some(path)) = (peer.lib(), args.external(), &args.path)
+        else {
+            eprintln!("bench: --child-waiters needs a Rust library, --connect and --path");
+            std::process::exit(2);
+        };
+        child_waiters(lib, &connect, path, args.waiters, &census).await;
         return;
     }
     let load_start = load_average();
     let date = utc_now();
 
-    let external = std::env::var("ZK_CONNECT")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty());
+    let external = args.external();
     let java_opts =
         std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
     let (server, connect) = match external {
@@ -181,20 +188,17 @@ async fn main() {
         std::process::exit(1);
     }
 
-    let floor_secs = Duration::from_secs_f64((args.measure.as_secs_f64() / 3.0).max(0.5));
-    eprintln!("bench: server floor...");
-    let mut floor = match measure_floor(&connect, &root, floor_secs).await {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("bench: floor: {e}");
-            std::process::exit(1);
-        }
-    };
-
-    let libs: Vec<Lib> = [Lib::Ours, Lib::ClientLock]
+    let rust: Vec<Peer> = [Peer::ZkRecipes, Peer::ClientLock]
         .into_iter()
-        .filter(|lib| args.runs(lib.key()))
+        .filter(|&p| args.runs(p))
         .collect();
+
+    // The JVM first: its JIT warm-up churns on the server too.
+    eprintln!("bench: Curator (Java): compiling and warming up...");
+    let mut curator = curator::start(&connect, &format!("{root}/curator"), &args).await;
+    if let Err(why) = &curator {
+        eprintln!("bench: Curator: {why}");
+    }
     // A freshly started server is slower for its first seconds (JIT, caches): churn a little
     // with every library first, so that the one measured first does not pay for it.
     let warm = Args {
@@ -203,52 +207,39 @@ async fn main() {
         ..args.clone()
     };
     eprintln!("bench: warming the server up...");
-    for &lib in &libs {
+    for lib in rust.iter().filter_map(|p| p.lib()) {
         let dir = format!("{root}/warm-up/{}", lib.key());
         run_locks(lib, &connect, &dir, (1, CONTENDERS), &warm, None).await;
     }
-    let mut rust: BTreeMap<&'static str, LibRun> = BTreeMap::new();
-    // Workload by workload, the libraries take turns going first (drift hurts neither).
-    for (i, workload) in ["uncontended", "contended8", "locks64x4", "waiters"]
-        .into_iter()
-        .enumerate()
-    {
-        if !args.runs_workload(workload) {
-            continue;
-        }
-        let mut order = libs.clone();
-        if i % 2 == 1 {
-            order.reverse();
-        }
-        for lib in order {
-            let dir = format!("{root}/{}/{workload}", lib.key());
-            eprintln!("bench: {}: {workload}...", lib.key());
-            let run = rust.entry(lib.key()).or_default();
-            match workload {
-                "uncontended" => {
-                    run.uncontended = run_locks(lib, &connect, &dir, (1, 1), &args, None).await
-                }
-                "contended8" => {
-                    run.contended =
-                        run_locks(lib, &connect, &dir, (1, CONTENDERS), &args, None).await
-                }
-                "locks64x4" => run.grid = run_locks(lib, &connect, &dir, GRID, &args, None).await,
-                _ => run.waiters = run_waiters(lib, &connect, &dir, args.waiters).await,
+
+    let setup = Setup {
+        connect: &connect,
+        root: &root,
+        args: &args,
+        rust: rust.clone(),
+    };
+    let mut rounds = Vec::new();
+    for r in 0..args.rounds as usize {
+        match run_round(r, &setup, curator.as_mut().ok()).await {
+            Ok(round) => rounds.push(round),
+            Err(e) => {
+                eprintln!("bench: round {}: {e}", r + 1);
+                std::process::exit(1);
             }
         }
     }
+
     eprintln!("bench: ZkMutex round-trip census...");
     let round_trips = census_rounds(&connect, &format!("{root}/census"), &census, &args).await;
 
-    eprintln!("bench: Curator (Java)...");
-    let curator = run_curator(&connect, &format!("{root}/curator"), &args).await;
-
-    eprintln!("bench: server floor again...");
-    match measure_floor(&connect, &root, floor_secs).await {
-        Ok(f) => floor.merge(f),
-        Err(e) => eprintln!("bench: second floor: {e}"),
-    }
-
+    let (curator_version, curator_skipped) = match curator {
+        Ok(peer) => {
+            let version = peer.version.clone();
+            peer.quit().await;
+            (version, None)
+        }
+        Err(why) => (None, Some(why)),
+    };
     let report = Report {
         date,
         machine: cpu_model(),
@@ -257,13 +248,14 @@ async fn main() {
         load_start,
         load_end: load_average(),
         args: args.clone(),
-        floor,
         rust,
+        rounds,
         round_trips,
-        curator,
+        curator_version,
+        curator_skipped,
     };
     println!("{}", report.table());
-    let json = report.json().render();
+    let json = serde_json::to_string_pretty(&report.json()).expect("the report serializes");
     println!("{json}");
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, format!("{json}\n")) {

@@ -1,5 +1,6 @@
-//! The census: a tracing layer that logs the library's events and spans with their time, only
-//! while switched on.
+//! Tracing: the INFO subscriber every measured run pays for, as a service would have one, and
+//! the census, a layer of its own that logs the library's events and spans with their time,
+//! only while switched on (its short runs need DEBUG events such as `"watch fired"`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,19 +9,25 @@ use std::sync::{Arc, Mutex};
 use tracing::span::{Attributes, Id};
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 use crate::measure::now_ns;
 
-/// Logs `zk_recipes` events (by message) and span creations (as `span:{name}`) with their
-/// time, plus the benchmark's own marks, only while switched on: when off, the library's
-/// callsites are disabled and cost next to nothing.
+/// Logs `zk_recipes` events (by message) and span creations (as `span:{name}`) at every level
+/// with their time, plus the benchmark's own marks, only while switched on: when off, its
+/// filter turns the library's events away before anything is recorded.
 #[derive(Clone, Default)]
 pub struct Census {
     on: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<(u64, String)>>>,
+}
+
+/// The census's own filter: `zk_recipes`' events and spans of any level, while it is on.
+struct CensusFilter {
+    on: Arc<AtomicBool>,
 }
 
 impl Census {
@@ -48,9 +55,20 @@ impl Census {
         self.log.lock().unwrap().push((t, key));
     }
 
-    /// Installs the census as the global subscriber (the only layer).
+    /// Installs the global subscriber: a `fmt` layer at INFO writing to a sink (what a service
+    /// logging at INFO pays for every event and span, formatting included), and the census
+    /// with its own filter. Neither layer's filter affects the other's.
     pub fn install(&self) {
-        let _ = tracing_subscriber::registry().with(self.clone()).try_init();
+        let info = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(LevelFilter::INFO);
+        let census = self.clone().with_filter(CensusFilter {
+            on: self.on.clone(),
+        });
+        let _ = tracing_subscriber::registry()
+            .with(info)
+            .with(census)
+            .try_init();
     }
 }
 
@@ -74,8 +92,8 @@ impl tracing::field::Visit for MessageVisitor {
     }
 }
 
-impl<S: Subscriber> Layer<S> for Census {
-    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+impl<S: Subscriber> Filter<S> for CensusFilter {
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
         if meta.target().starts_with("zk_recipes") {
             Interest::sometimes()
         } else {
@@ -83,10 +101,12 @@ impl<S: Subscriber> Layer<S> for Census {
         }
     }
 
-    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
         self.on.load(Ordering::Relaxed) && meta.target().starts_with("zk_recipes")
     }
+}
 
+impl<S: Subscriber> Layer<S> for Census {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
         self.add(format!("span:{}", attrs.metadata().name()));
     }
