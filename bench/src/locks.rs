@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use zk_recipes::{LeaderElection, Leadership, OwnedZkMutexGuard, Session, SessionOptions, ZkMutex};
+use zk_recipes::{LeaderElection, Leadership, Session, SessionOptions, ZkMutex, ZkMutexGuard};
 use zookeeper_client as zkc;
 
 /// A Rust lock implementation.
@@ -86,7 +86,7 @@ pub enum Locker {
 
 /// A held lock.
 pub enum Held {
-    Ours(OwnedZkMutexGuard),
+    Ours(ZkMutexGuard),
     ClientLock { client: zkc::Client, path: String },
 }
 
@@ -95,8 +95,7 @@ impl Locker {
     pub async fn acquire(&self) -> Result<Held, String> {
         match self {
             Locker::Ours(mutex) => mutex
-                .clone()
-                .lock_owned()
+                .lock()
                 .await
                 .map(Held::Ours)
                 .map_err(|e| format!("ZkMutex::lock: {e}")),
