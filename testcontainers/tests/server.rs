@@ -278,3 +278,41 @@ async fn works_on_a_multi_thread_runtime() {
     drop(server);
     assert!(!container_exists(&name).await, "{name} survived its handle");
 }
+
+/// The local image runs the ZooKeeper version `ZK_VERSION` asks for (3.8 unless told 3.9), as
+/// the server itself reports it, and both answer the four-letter words and `mntr` keys the
+/// benchmark and the tests read.
+#[tokio::test]
+async fn the_local_image_runs_the_zookeeper_version_asked_for() {
+    if std::env::var_os("ZK_IMAGE").is_some() || not_run() {
+        return eprintln!("NOT RUN: checks the local image (ZK_IMAGE is set, or no Docker)");
+    }
+    let want = match std::env::var("ZK_VERSION").as_deref() {
+        Ok("3.9") => "3.9.",
+        _ => "3.8.",
+    };
+    let server = ZkServer::start().await.unwrap();
+    let srvr = server.four_letter("srvr").await.unwrap();
+    let version = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version: "))
+        .unwrap_or_else(|| panic!("no version in srvr:\n{srvr}"));
+    assert!(
+        version.starts_with(want),
+        "asked for {want}x, runs {version}"
+    );
+    let mntr = server.four_letter("mntr").await.unwrap();
+    for key in [
+        "zk_cnt_sync_processor_batch_size",
+        "zk_watch_count",
+        "zk_znode_count",
+    ] {
+        assert!(mntr.contains(key), "mntr of {version} lacks {key}:\n{mntr}");
+    }
+    for word in ["cons", "wchs", "dump"] {
+        assert!(
+            !server.four_letter(word).await.unwrap().is_empty(),
+            "{word}"
+        );
+    }
+}
