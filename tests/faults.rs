@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use support::history::{
     Entry, Events, Grant, History, Outcome, Probe, Release, Report, Store, Write,
 };
-use support::{events, within};
+use support::within;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -72,7 +72,7 @@ async fn ensemble() -> Option<ZkEnsemble> {
         println!("NOT RUN: {reason}");
         return None;
     }
-    events(); // tracing to the test's output
+    support::init_tracing(); // tracing to the test's output
     let opts = ServerOptions::default().with_env("ZK_JAVA_OPTS", JAVA_OPTS);
     Some(
         ZkEnsemble::start_with(3, opts)
@@ -1104,8 +1104,14 @@ async fn the_whole_ensemble_stopped_and_started_again() {
 /// Two contenders reach the ensemble through a `FaultProxy` that loses replies: to the
 /// create of a lock node (the library must find its node by its uuid, on the same session)
 /// and to a fenced write (done, but the client cannot know: the store says).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_replies_to_creates_and_fenced_writes() {
+///
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn lost_replies_to_creates_and_fenced_writes() {
+    support::counting_events(lost_replies_to_creates_and_fenced_writes_body());
+}
+
+async fn lost_replies_to_creates_and_fenced_writes_body() {
     let Some(ensemble) = ensemble().await else {
         return;
     };
