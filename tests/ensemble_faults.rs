@@ -1,8 +1,10 @@
-//! The fault suite: contenders doing fenced increments on a few locks of a real three-member
-//! ensemble while a fault hits (a killed leader, a follower cut off, a frozen server, the
-//! whole ensemble down, lost replies, a frozen client process), then the fault heals and the
-//! history is judged (see `support/history.rs` for the store and the invariants): no
-//! violation, nothing lost, every lock acquirable again, no node left behind.
+//! The ensemble fault suite: contenders doing fenced increments on a few locks of a real
+//! three-member ensemble while a fault hits (a killed leader, a follower cut off, a frozen
+//! server, the whole ensemble down, lost replies, a frozen client process), then the fault
+//! heals and the history is judged (see `support/history.rs` for the store and the
+//! invariants): no violation, nothing lost, every lock acquirable again, no node left behind.
+//! (`single_server_faults.rs` provokes one fault at a time around one lock on
+//! one server and asserts what the mutex reports.)
 //!
 //! Each scenario prints its row of the README's "Reliability" table (`RELIABILITY |...`).
 //! `ZK_FAULTS_SCALE=N` repeats each fault N times (and runs the workload longer); the default

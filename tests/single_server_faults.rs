@@ -1,5 +1,8 @@
-//! ZkMutex under faults and bad input: expired and vanished holders, lost create replies,
-//! operator deletions, refused ACLs, unsuitable roots, unreachable ensembles.
+//! ZkMutex under faults on a single server, and under bad input: expired and vanished holders,
+//! lost create replies, operator deletions, refused ACLs, unsuitable roots, unreachable
+//! ensembles. Each test provokes one fault around one lock and asserts what the mutex reports.
+//! (`ensemble_faults.rs` breaks three-member ensembles under a fenced-write workload instead,
+//! and judges the whole history.)
 
 mod support;
 
