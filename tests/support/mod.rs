@@ -14,6 +14,7 @@ use tracing_subscriber::Layer;
 use zk_recipes::{Session, SessionOptions};
 use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 
+pub mod bed;
 pub mod history;
 
 /// A ZooKeeper for one test and a chroot of its own on it.
