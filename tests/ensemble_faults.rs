@@ -3,8 +3,12 @@
 //! server, the whole ensemble down, lost replies, a frozen client process), then the fault
 //! heals and the history is judged (see `support/history.rs` for the store and the
 //! invariants): no violation, nothing lost, every lock acquirable again, no node left behind.
-//! (`single_server_faults.rs` provokes one fault at a time around one lock on
-//! one server and asserts what the mutex reports.)
+//! (`single_server_faults.rs` provokes one fault at a time around one lock on one server and
+//! asserts what the mutex reports.)
+//!
+//! This file holds the scenarios (and the two worker modes that some of them run as child
+//! processes); the test bed they share (ensembles, contenders, probes, the final reading of the
+//! store and the table row) is `support/bed/`.
 //!
 //! Each scenario prints its row of the README's "Reliability" table (`RELIABILITY |...`).
 //! `ZK_FAULTS_SCALE=N` repeats each fault N times (and runs the workload longer); the default
@@ -21,21 +25,23 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use support::bed::report::{assert_clean, Row};
-use support::bed::worker::{parse_event, run_child_worker};
-use support::bed::{ensemble, grant_of, newer_write, options, rounds, Bed, FREEZE_MARGIN};
-use support::history::{Events, Outcome, Write};
+use support::bed::report::{assert_clean, stale_outcomes, Row};
+use support::bed::worker::{run_child_worker, CHILD_WORKER_VAR};
+use support::bed::{
+    ensemble, grant_of, loss_and_next_grant, newer_write, options, rounds, start_every_member,
+    stop_every_member, writes_of, Bed, FREEZE_MARGIN,
+};
+use support::history::{Outcome, Write};
 use support::within;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use zk_recipes::{LossPolicy, Session, SessionState, ZkMutex};
-use zk_testcontainers::{opcode, scaled, FaultProxy};
+use zk_recipes::{LossPolicy, Session, ZkMutex};
+use zk_testcontainers::{opcode, scaled};
 
 /// Worker mode of `a_client_frozen_past_its_session_timeout_is_fenced_off` (this binary run
-/// again): `ZK_FAULTS_WORKER=connect|lock|timeout ms|name` (see `support::bed::worker::run_child_worker`).
-/// Without the variable it has nothing to do.
+/// again, see `support::bed::worker::ChildContender`). Without its variable it has nothing
+/// to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_worker_process() {
-    let Ok(spec) = std::env::var("ZK_FAULTS_WORKER") else {
+    let Ok(spec) = std::env::var(CHILD_WORKER_VAR) else {
         return;
     };
     run_child_worker(&spec).await;
@@ -54,17 +60,7 @@ async fn the_leader_killed_while_locks_are_held() {
     let timeout = Duration::from_secs(8);
     let mut bed = Bed::new(&ensemble, "leader-killed", 2).await;
     let all = bed.all();
-    for i in 0..4 {
-        bed.contender(
-            &format!("w{i}"),
-            &all,
-            timeout,
-            LossPolicy::Expiry,
-            i % 2,
-            false,
-        )
-        .await;
-    }
+    bed.contenders(4, &all, timeout, LossPolicy::Expiry).await;
     let before = bed.session_ids();
     let mut healed_at = Instant::now();
     for _ in 0..rounds() {
@@ -91,11 +87,7 @@ async fn the_leader_killed_while_locks_are_held() {
         healed_at = Instant::now();
     }
     bed.probe(healed_at, scaled(Duration::from_secs(30))).await;
-    let survived = before
-        .iter()
-        .zip(bed.session_ids())
-        .filter(|(a, b)| **a == *b)
-        .count();
+    let survived = before.len() - bed.sessions_replaced_since(&before);
     let report = bed
         .finish(
             Row {
@@ -138,20 +130,7 @@ async fn the_holders_follower_cut_off() {
             newer_write(e, &held.lock, &holder, held.token)
         })
         .await;
-        let (lost_at, next_at) = bed.history.read(|e| {
-            let lost = e
-                .releases
-                .iter()
-                .find(|r| r.worker == holder)
-                .and_then(|r| r.at);
-            let next = e
-                .grants
-                .iter()
-                .filter(|g| g.lock == held.lock && g.token > held.token)
-                .filter_map(|g| g.at)
-                .min();
-            (lost, next)
-        });
+        let (lost_at, next_at) = bed.history.read(|e| loss_and_next_grant(e, &holder, &held));
         let (lost_at, next_at) = (lost_at.expect("the holder's loss"), next_at.unwrap());
         println!(
             "follower {follower} cut off: holder stopped after {:.2} s, next grant after {:.2} s",
@@ -249,59 +228,24 @@ async fn the_whole_ensemble_stopped_and_started_again() {
     let Some(ensemble) = ensemble().await else {
         return;
     };
-    let stop_all = || async {
-        let (a, b, c) = tokio::join!(
-            ensemble.member(0).stop(),
-            ensemble.member(1).stop(),
-            ensemble.member(2).stop()
-        );
-        a.and(b).and(c).unwrap();
-    };
-    let start_all = || async {
-        let (a, b, c) = tokio::join!(
-            ensemble.member(0).start_again(),
-            ensemble.member(1).start_again(),
-            ensemble.member(2).start_again()
-        );
-        a.and(b).and(c).unwrap();
-        ensemble
-            .wait_for_all_serving(scaled(Duration::from_secs(60)))
-            .await
-            .unwrap();
-    };
-
     // Short: well within a 20 s session timeout.
     let timeout = scaled(Duration::from_secs(20));
     let mut bed = Bed::new(&ensemble, "short-outage", 2).await;
     let all = bed.all();
-    for i in 0..4 {
-        bed.contender(
-            &format!("w{i}"),
-            &all,
-            timeout,
-            LossPolicy::Expiry,
-            i % 2,
-            false,
-        )
-        .await;
-    }
+    bed.contenders(4, &all, timeout, LossPolicy::Expiry).await;
     let before = bed.session_ids();
     let mut outages = Vec::new();
     let mut healed_at = Instant::now();
     for _ in 0..rounds() {
         bed.wait_writes(Instant::now(), 10, 60).await;
         let down_at = Instant::now();
-        stop_all().await;
-        start_all().await;
+        stop_every_member(&ensemble).await;
+        start_every_member(&ensemble).await;
         healed_at = Instant::now();
         outages.push(format!("{:.1} s", (healed_at - down_at).as_secs_f64()));
     }
     bed.probe(healed_at, scaled(Duration::from_secs(30))).await;
-    let expired = before
-        .iter()
-        .zip(bed.session_ids())
-        .filter(|(a, b)| **a != *b)
-        .count();
+    let expired = bed.sessions_replaced_since(&before);
     let report = bed
         .finish(
             Row {
@@ -327,44 +271,21 @@ async fn the_whole_ensemble_stopped_and_started_again() {
     let timeout = Duration::from_secs(3);
     let mut bed = Bed::new(&ensemble, "long-outage", 2).await;
     let all = bed.all();
-    for i in 0..4 {
-        bed.contender(
-            &format!("w{i}"),
-            &all,
-            timeout,
-            LossPolicy::Expiry,
-            i % 2,
-            false,
-        )
-        .await;
-    }
+    bed.contenders(4, &all, timeout, LossPolicy::Expiry).await;
     let mut outages = Vec::new();
     let mut expired = 0;
     for _ in 0..rounds() {
         bed.wait_writes(Instant::now(), 10, 60).await;
         let before = bed.session_ids();
         let down_at = Instant::now();
-        stop_all().await;
+        stop_every_member(&ensemble).await;
         // Down until every contender has given its session up.
-        for (name, session) in &bed.sessions {
-            let mut states = session.watch_state();
-            within(&format!("{name} to give its session up"), 60, async {
-                states
-                    .wait_for(|s| matches!(s, SessionState::Expired { .. }))
-                    .await
-                    .unwrap();
-            })
-            .await;
-        }
-        start_all().await;
+        bed.wait_sessions_given_up().await;
+        start_every_member(&ensemble).await;
         healed_at = Instant::now();
         outages.push(format!("{:.1} s", (healed_at - down_at).as_secs_f64()));
         bed.wait_writes(healed_at, 1, 60).await;
-        expired += before
-            .iter()
-            .zip(bed.session_ids())
-            .filter(|(a, b)| **a != *b)
-            .count();
+        expired += bed.sessions_replaced_since(&before);
     }
     bed.probe(healed_at, scaled(timeout + Duration::from_secs(30)))
         .await;
@@ -410,10 +331,7 @@ async fn lost_replies_to_creates_and_fenced_writes_body() {
     let mut bed = Bed::new(&ensemble, "lost-replies", 2).await;
     let mut proxies = Vec::new();
     for i in 0..2 {
-        let proxy = FaultProxy::start(ensemble.member(i).connect_string())
-            .await
-            .unwrap();
-        let through = format!("{}{}", proxy.addr(), bed.path);
+        let (proxy, through) = bed.through_proxy(i).await;
         bed.contender(
             &format!("victim{i}"),
             &through,
@@ -426,17 +344,7 @@ async fn lost_replies_to_creates_and_fenced_writes_body() {
         proxies.push(proxy);
     }
     let all = bed.all();
-    for i in 0..2 {
-        bed.contender(
-            &format!("w{i}"),
-            &all,
-            timeout,
-            LossPolicy::Expiry,
-            i,
-            false,
-        )
-        .await;
-    }
+    bed.contenders(2, &all, timeout, LossPolicy::Expiry).await;
     let mut lost = [0u64; 2];
     let (mut creates, mut writes) = (0, 0);
     for k in 0..4 * rounds() {
@@ -493,79 +401,30 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
     let mut refusals = Vec::new();
     let mut started = false;
     for round in 0..rounds() {
-        let name = format!("child{round}");
-        let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "faults_worker_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(
-                "ZK_FAULTS_WORKER",
-                format!("{all}|{}|{}|{name}", bed.locks[0], timeout.as_millis()),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let pid = child.id().unwrap().to_string();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let history = bed.history.clone();
-        let reader = tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                // libtest may have written "test ... " on the same line first.
-                if let Some(at) = line.find("EVT ") {
-                    parse_event(&line[at..], &history);
-                }
-            }
-        });
-        bed.contenders += 1;
-        let child_writes = |e: &Events| {
-            e.writes
-                .iter()
-                .filter(|w| w.worker == name && w.outcome == Outcome::Accepted)
+        let child = bed.child_contender(&format!("child{round}"), &all, timeout, 0);
+        let name = child.name.clone();
+        bed.wait("the child's grant and writes", 60, |e| {
+            writes_of(e, &name)
+                .filter(|w| w.outcome == Outcome::Accepted)
                 .count()
-        };
-        bed.wait("the child's grant and writes", 60, |e| child_writes(e) >= 3)
-            .await;
+                >= 3
+        })
+        .await;
         let held = bed.history.read(|e| grant_of(e, &name)).unwrap();
         if !started {
             started = true;
-            for i in 0..4 {
-                bed.contender(
-                    &format!("w{i}"),
-                    &all,
-                    timeout,
-                    LossPolicy::Expiry,
-                    i % 2,
-                    false,
-                )
-                .await;
-            }
+            bed.contenders(4, &all, timeout, LossPolicy::Expiry).await;
         }
         bed.wait_contended(0, 3).await;
-        let signal = |sig: &str| {
-            let status = std::process::Command::new("kill")
-                .args([sig, &pid])
-                .status()
-                .unwrap();
-            assert!(status.success(), "kill {sig} {pid}");
-        };
-        signal("-STOP");
+        child.freeze();
         let stopped_at = Instant::now();
-        let seen_before = bed
-            .history
-            .read(|e| e.writes.iter().filter(|w| w.worker == name).count());
+        let seen_before = bed.history.read(|e| writes_of(e, &name).count());
         bed.wait("a newer holder's write", 60, |e| {
             newer_write(e, &held.lock, &name, held.token)
         })
         .await;
         tokio::time::sleep_until((stopped_at + timeout + FREEZE_MARGIN).into()).await;
-        signal("-CONT");
+        child.resume();
         let frozen = stopped_at.elapsed();
         assert!(
             frozen > timeout,
@@ -575,51 +434,26 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
         // the freeze may come back first, as unknown or accepted: the store's log says where
         // it landed).
         bed.wait("the child's stale write refused", 60, |e| {
-            e.writes
-                .iter()
-                .filter(|w| w.worker == name)
+            writes_of(e, &name)
                 .skip(seen_before)
                 .any(|w| matches!(w.outcome, Outcome::Refused(_)))
         })
         .await;
-        let stale: Vec<Write> = bed.history.read(|e| {
-            e.writes
-                .iter()
-                .filter(|w| w.worker == name)
-                .skip(seen_before)
-                .cloned()
-                .collect()
-        });
+        let stale: Vec<Write> = bed
+            .history
+            .read(|e| writes_of(e, &name).skip(seen_before).cloned().collect());
         for w in &stale {
             println!(
                 "child after SIGCONT: token {} believed held: {}, {:?}",
                 w.token, w.believed_held, w.outcome
             );
         }
-        let outcomes: Vec<String> = stale
-            .iter()
-            .map(|w| {
-                let belief = if w.believed_held {
-                    "believing it held"
-                } else {
-                    "knowing it lost"
-                };
-                match &w.outcome {
-                    Outcome::Accepted => format!("accepted, {belief}"),
-                    Outcome::Refused(e) => format!("refused ({e}), {belief}"),
-                    Outcome::Unknown(e) => format!("unknown ({e}), {belief}"),
-                }
-            })
-            .collect();
         refusals.push(format!(
             "token {} wrote on: {}",
             held.token,
-            outcomes.join(", ")
+            stale_outcomes(&stale)
         ));
-        drop(stdin); // the child stops, releases what it may still hold, and exits
-        let status = within("the child to exit", 60, child.wait()).await.unwrap();
-        assert!(status.success(), "child exited with {status}");
-        reader.await.unwrap();
+        child.stop().await;
         println!(
             "child frozen for {:.1} s (session timeout 3 s)",
             frozen.as_secs_f64()

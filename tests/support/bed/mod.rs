@@ -12,14 +12,18 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{LossPolicy, Session, SessionOptions, ZkMutex};
-use zk_testcontainers::{chroot, ensemble_unavailable_reason, scaled, ServerOptions, ZkEnsemble};
+use zk_recipes::{LossPolicy, Session, SessionOptions, SessionState, ZkMutex};
+use zk_testcontainers::{
+    chroot, ensemble_unavailable_reason, scaled, FaultProxy, ServerOptions, ZkEnsemble,
+};
 use zookeeper_client as zkc;
 
-use crate::support::history::{Entry, Events, Grant, History, Outcome, Probe, Report, Store};
+use crate::support::history::{
+    Entry, Events, Grant, History, Outcome, Probe, Report, Store, Write,
+};
 use crate::support::within;
 use report::{longest_stall, Row};
-use worker::{increment, work, Sink, Worker};
+use worker::{increment, work, ChildContender, Sink, Worker};
 
 pub const LOCKS: &str = "/locks";
 pub const COUNTERS: &str = "/counters";
@@ -194,10 +198,7 @@ impl<'e> Bed<'e> {
             .await;
         let held = self.history.read(|e| grant_of(e, &holder)).unwrap();
         if round == 0 {
-            for i in 0..4 {
-                self.contender(&format!("w{i}"), &rest, timeout, policy, i % 2, false)
-                    .await;
-            }
+            self.contenders(4, &rest, timeout, policy).await;
         }
         self.wait_contended(0, 3).await;
         self.wait_writes(Instant::now(), 3, 60).await;
@@ -277,9 +278,73 @@ impl<'e> Bed<'e> {
         }
     }
 
+    /// Starts `n` ordinary contenders, `w0`, `w1`..., through `connect`, spread over the
+    /// locks.
+    pub async fn contenders(
+        &mut self,
+        n: usize,
+        connect: &str,
+        timeout: Duration,
+        policy: LossPolicy,
+    ) {
+        for i in 0..n {
+            let lock = i % self.locks.len();
+            self.contender(&format!("w{i}"), connect, timeout, policy, lock, false)
+                .await;
+        }
+    }
+
+    /// Starts a contender in a process of its own on `lock` (index) through `connect`: it
+    /// holds its first grant and writes on, without heeding `lost()`, until stopped.
+    pub fn child_contender(
+        &mut self,
+        name: &str,
+        connect: &str,
+        timeout: Duration,
+        lock: usize,
+    ) -> ChildContender {
+        self.contenders += 1;
+        ChildContender::spawn(name, connect, &self.locks[lock], timeout, &self.history)
+    }
+
+    /// A `FaultProxy` in front of `member`, and the connect string into the bed's chroot
+    /// through it.
+    pub async fn through_proxy(&self, member: usize) -> (FaultProxy, String) {
+        let proxy = FaultProxy::start(self.ensemble.member(member).connect_string())
+            .await
+            .unwrap();
+        let through = format!("{}{}", proxy.addr(), self.path);
+        (proxy, through)
+    }
+
+    /// Waits until every contender's client has given its session up (no server reached
+    /// within the session timeout).
+    pub async fn wait_sessions_given_up(&self) {
+        for (name, session) in &self.sessions {
+            let mut states = session.watch_state();
+            within(&format!("{name} to give its session up"), 60, async {
+                states
+                    .wait_for(|s| matches!(s, SessionState::Expired { .. }))
+                    .await
+                    .unwrap();
+            })
+            .await;
+        }
+    }
+
     /// The session ids of every contender right now.
     pub fn session_ids(&self) -> Vec<Option<i64>> {
         self.sessions.iter().map(|(_, s)| s.session_id()).collect()
+    }
+
+    /// How many contenders are on another session than in `before` (their
+    /// [`Bed::session_ids`] then).
+    pub fn sessions_replaced_since(&self, before: &[Option<i64>]) -> usize {
+        before
+            .iter()
+            .zip(self.session_ids())
+            .filter(|(a, b)| **a != *b)
+            .count()
     }
 
     /// Stops the contenders, waits for their sessions to close and their nodes to go (as
@@ -354,4 +419,57 @@ pub fn newer_write(e: &Events, lock: &str, worker: &str, token: u64) -> bool {
     e.writes.iter().any(|w| {
         w.lock == lock && w.worker != worker && w.token > token && w.outcome == Outcome::Accepted
     })
+}
+
+/// The writes `worker` attempted, in the order it reported them.
+pub fn writes_of<'a>(e: &'a Events, worker: &'a str) -> impl Iterator<Item = &'a Write> {
+    e.writes.iter().filter(move |w| w.worker == worker)
+}
+
+/// When `holder` learned that it lost `held`, and when the next holder of that lock was
+/// granted (either may not have happened yet).
+pub fn loss_and_next_grant(
+    e: &Events,
+    holder: &str,
+    held: &Grant,
+) -> (Option<Instant>, Option<Instant>) {
+    let lost = e
+        .releases
+        .iter()
+        .find(|r| r.worker == holder)
+        .and_then(|r| r.at);
+    let next = e
+        .grants
+        .iter()
+        .filter(|g| g.lock == held.lock && g.token > held.token)
+        .filter_map(|g| g.at)
+        .min();
+    (lost, next)
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults of the whole ensemble
+
+/// Stops every member at once.
+pub async fn stop_every_member(ensemble: &ZkEnsemble) {
+    let (a, b, c) = tokio::join!(
+        ensemble.member(0).stop(),
+        ensemble.member(1).stop(),
+        ensemble.member(2).stop()
+    );
+    a.and(b).and(c).unwrap();
+}
+
+/// Starts every member again at once, and waits until they all serve.
+pub async fn start_every_member(ensemble: &ZkEnsemble) {
+    let (a, b, c) = tokio::join!(
+        ensemble.member(0).start_again(),
+        ensemble.member(1).start_again(),
+        ensemble.member(2).start_again()
+    );
+    a.and(b).and(c).unwrap();
+    ensemble
+        .wait_for_all_serving(scaled(Duration::from_secs(60)))
+        .await
+        .unwrap();
 }

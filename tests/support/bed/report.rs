@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::history::{Events, Outcome, Report};
+use crate::support::history::{Events, Outcome, Report, Write};
 
 /// The longest time any lock went without an acknowledged accepted write (between its first
 /// and its last one).
@@ -65,4 +65,25 @@ pub fn assert_clean(report: &Report) {
         report.applied() > 0,
         "nothing was written: the test proved nothing"
     );
+}
+
+/// What became of a stale holder's writes, for the row: "refused (session expired), believing
+/// it held, ...".
+pub fn stale_outcomes(writes: &[Write]) -> String {
+    let outcomes: Vec<String> = writes
+        .iter()
+        .map(|w| {
+            let belief = if w.believed_held {
+                "believing it held"
+            } else {
+                "knowing it lost"
+            };
+            match &w.outcome {
+                Outcome::Accepted => format!("accepted, {belief}"),
+                Outcome::Refused(e) => format!("refused ({e}), {belief}"),
+                Outcome::Unknown(e) => format!("unknown ({e}), {belief}"),
+            }
+        })
+        .collect();
+    outcomes.join(", ")
 }

@@ -1,16 +1,21 @@
 //! The contenders of the ensemble fault suite: lock, fenced increments, release, again, and
-//! what they report to the history; in this process or in a child process of its own.
+//! what they report to the history; in this process, or in a child process of its own.
 
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use zk_recipes::{Error, LossPolicy, Session, ZkMutex};
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
 
 use super::{lock_root, options, COUNTERS, OPS, OPS_PER_GRANT};
 use crate::support::history::{Grant, History, Outcome, Release, Write};
+use crate::support::within;
 
 /// Where a worker reports: the history (in this process) or stdout (a child process, whose
 /// lines the parent turns into history events).
@@ -293,13 +298,19 @@ pub async fn increment(
     Some(outcome)
 }
 
-/// A child worker (this binary run again, see the scenario file's worker-mode test): `spec` is
-/// `connect|lock|timeout ms|name`; holds the lock and writes, without heeding `lost()`, until
-/// its stdin closes, reporting on stdout.
+/// The variable that makes [`CHILD_WORKER_TEST`] a child worker:
+/// `connect|lock|timeout ms|name`.
+pub const CHILD_WORKER_VAR: &str = "ZK_FAULTS_WORKER";
+/// The worker-mode test of `ensemble_faults.rs`, which runs [`run_child_worker`] when
+/// [`CHILD_WORKER_VAR`] is set.
+pub const CHILD_WORKER_TEST: &str = "faults_worker_process";
+
+/// A child worker's life (`spec` is [`CHILD_WORKER_VAR`]'s value): holds the lock and writes,
+/// without heeding `lost()`, until its stdin closes, reporting on stdout.
 pub async fn run_child_worker(spec: &str) {
     let parts: Vec<&str> = spec.split('|').collect();
     let [connect, lock, ms, name] = parts[..] else {
-        panic!("bad ZK_FAULTS_WORKER={spec:?}");
+        panic!("bad {CHILD_WORKER_VAR}={spec:?}");
     };
     let timeout = Duration::from_millis(ms.parse().unwrap());
     let session = Session::connect(options(connect, timeout, LossPolicy::Expiry))
@@ -322,4 +333,96 @@ pub async fn run_child_worker(spec: &str) {
     })
     .await;
     println!("EXITING");
+}
+
+/// A contender in a process of its own: this test binary run again, with only
+/// [`CHILD_WORKER_TEST`]; its events go into the history as it reports them. Killed if
+/// dropped.
+pub struct ChildContender {
+    pub name: String,
+    pid: String,
+    child: Child,
+    stdin: ChildStdin,
+    reader: JoinHandle<()>,
+}
+
+impl ChildContender {
+    pub fn spawn(
+        name: &str,
+        connect: &str,
+        lock: &str,
+        timeout: Duration,
+        history: &Arc<History>,
+    ) -> ChildContender {
+        let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                CHILD_WORKER_TEST,
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                CHILD_WORKER_VAR,
+                format!("{connect}|{lock}|{}|{name}", timeout.as_millis()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap().to_string();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let history = history.clone();
+        let reader = tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                // libtest may have written "test ... " on the same line first.
+                if let Some(at) = line.find("EVT ") {
+                    parse_event(&line[at..], &history);
+                }
+            }
+        });
+        ChildContender {
+            name: name.to_owned(),
+            pid,
+            child,
+            stdin,
+            reader,
+        }
+    }
+
+    /// Freezes the process (SIGSTOP).
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets the frozen process go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = &self.pid;
+        let status = std::process::Command::new("kill")
+            .args([sig, pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    }
+
+    /// Closes its stdin: the child stops, releases what it may still hold, and exits; waits
+    /// for that and for the last of its events.
+    pub async fn stop(self) {
+        let ChildContender {
+            mut child,
+            stdin,
+            reader,
+            ..
+        } = self;
+        drop(stdin);
+        let status = within("the child to exit", 60, child.wait()).await.unwrap();
+        assert!(status.success(), "child exited with {status}");
+        reader.await.unwrap();
+    }
 }
