@@ -125,9 +125,12 @@ async fn the_holders_follower_cut_off() {
         let cut_at = Instant::now();
         ensemble.member(follower).disconnect().await.unwrap();
         // Healed once another contender has written under a newer token: the holder's
-        // session has expired by then.
-        bed.wait("a newer holder's write", 60, |e| {
+        // session has expired by then. The holder's worker may report its loss (stamped with
+        // the moment it learned it) only after that write: a write of its own that was in
+        // flight at the cut has to fail first.
+        bed.wait("a newer holder's write and the holder's loss", 60, |e| {
             newer_write(e, &held.lock, &holder, held.token)
+                && loss_and_next_grant(e, &holder, &held).0.is_some()
         })
         .await;
         let (lost_at, next_at) = bed.history.read(|e| loss_and_next_grant(e, &holder, &held));
