@@ -98,8 +98,13 @@ async fn waiters_are_granted_in_the_order_they_enqueued() {
     assert_eq!(*order.lock().unwrap(), (0..waiters).collect::<Vec<_>>());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_release_wakes_exactly_one_of_fifty_waiters() {
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn each_release_wakes_exactly_one_of_fifty_waiters() {
+    support::counting_events(each_release_wakes_exactly_one_of_fifty_waiters_body());
+}
+
+async fn each_release_wakes_exactly_one_of_fifty_waiters_body() {
     let zk = Zk::start("herd").await;
     let counter = events();
     let raw = zk.raw().await;

@@ -75,8 +75,15 @@ async fn readers_overlap_and_writers_hold_alone() {
     assert!(contenders(&zk.raw().await, ROOT).await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_it_held() {
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_it_held() {
+    support::counting_events(
+        grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_it_held_body(),
+    );
+}
+
+async fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_it_held_body() {
     let zk = Zk::start("rw-order").await;
     let counter = events();
     let raw = zk.raw().await;
@@ -146,8 +153,16 @@ async fn grants_follow_queue_order_and_a_writer_release_wakes_only_the_readers_i
 /// Only a contender known to be the head releases as one. The second of two readers is not
 /// (the first is ahead of it): when it goes first, the writer behind it lists again and waits
 /// for the first; the first one's release then lets the writer in without another listing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_behind_two_readers_waits_for_both_whichever_goes_first() {
+///
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn a_writer_behind_two_readers_waits_for_both_whichever_goes_first() {
+    support::counting_events(
+        a_writer_behind_two_readers_waits_for_both_whichever_goes_first_body(),
+    );
+}
+
+async fn a_writer_behind_two_readers_waits_for_both_whichever_goes_first_body() {
     let zk = Zk::start("rw-head").await;
     let counter = events();
     let raw = zk.raw().await;

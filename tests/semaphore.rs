@@ -86,8 +86,13 @@ async fn twenty_contenders_for_three_permits_under_churn() {
     wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_release_lets_exactly_one_waiter_in() {
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn each_release_lets_exactly_one_waiter_in() {
+    support::counting_events(each_release_lets_exactly_one_waiter_in_body());
+}
+
+async fn each_release_lets_exactly_one_waiter_in_body() {
     let zk = Zk::start("sem-wakeups").await;
     let counter = events();
     let raw = zk.raw().await;

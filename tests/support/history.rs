@@ -320,14 +320,39 @@ impl Report {
     }
 }
 
-/// Judges `events`; see the module docs.
+/// Judges `events`: each invariant of the module docs in turn, over every lock the history
+/// names (a lock whose store was not read is a violation, and is judged no further).
 pub fn check(events: &Events, recovery_bound: Duration) -> Report {
     let mut report = Report {
         grants: events.grants.len(),
         writes: events.writes.len(),
         ..Report::default()
     };
-    let v = &mut report.violations;
+    let locks = lock_views(events, &mut report.violations);
+    critical_sections_never_overlap(&locks, &mut report.violations);
+    tokens_only_grow(events, &locks, &mut report.violations);
+    nothing_lost_nothing_doubled(&locks, &mut report);
+    report.stale_beliefs = stale_beliefs(events, &locks);
+    every_lock_recovers(events, &locks, recovery_bound, &mut report);
+    no_lock_node_left(events, &locks, &mut report.violations);
+    report
+}
+
+/// One lock's part of the history, with the store's final state for it.
+struct LockView<'e> {
+    lock: &'e String,
+    /// The writes attempted on the lock, in the order they were reported.
+    writes: Vec<&'e Write>,
+    store: &'e Store,
+    /// The writes by operation id.
+    by_op: HashMap<&'e str, &'e Write>,
+    /// How many times each operation is in the store's log.
+    in_log: HashMap<&'e str, usize>,
+}
+
+/// Every lock the history names (granted, written or read in the store), in order; a lock
+/// without the store's final state is a violation and has no view.
+fn lock_views<'e>(events: &'e Events, v: &mut Vec<Violation>) -> Vec<LockView<'e>> {
     let mut locks: Vec<&String> = events
         .grants
         .iter()
@@ -338,25 +363,7 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
         .into_iter()
         .collect();
     locks.sort();
-
-    // 2: every token granted once per lock.
-    let mut granted: HashMap<(&str, u64), Vec<i64>> = HashMap::new();
-    for g in &events.grants {
-        granted
-            .entry((g.lock.as_str(), g.token))
-            .or_default()
-            .push(g.session);
-    }
-    let mut twice: Vec<_> = granted.iter().filter(|(_, s)| s.len() > 1).collect();
-    twice.sort();
-    for ((lock, token), sessions) in twice {
-        v.push(Violation::TokenGrantedTwice {
-            lock: lock.to_string(),
-            token: *token,
-            sessions: sessions.clone(),
-        });
-    }
-
+    let mut views = Vec::new();
     for lock in locks {
         let writes: Vec<&Write> = events.writes.iter().filter(|w| &w.lock == lock).collect();
         let Some(store) = events.stores.get(lock) else {
@@ -371,101 +378,57 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
         for e in &store.log {
             *in_log.entry(e.op.as_str()).or_default() += 1;
         }
+        views.push(LockView {
+            lock,
+            writes,
+            store,
+            by_op,
+            in_log,
+        });
+    }
+    views
+}
 
-        // 3: what clients were told against what the store holds.
-        for w in &writes {
-            let present = in_log.contains_key(w.op.as_str());
-            match &w.outcome {
-                Outcome::Accepted => {
-                    report.accepted += 1;
-                    if !present {
-                        report.lost += 1;
-                        v.push(Violation::AcceptedButMissing {
-                            lock: lock.clone(),
-                            op: w.op.clone(),
-                        });
-                    }
-                }
-                Outcome::Refused(error) => {
-                    report.refused += 1;
-                    if present {
-                        v.push(Violation::RefusedButApplied {
-                            lock: lock.clone(),
-                            op: w.op.clone(),
-                            error: error.clone(),
-                        });
-                    }
-                }
-                Outcome::Unknown(_) if present => report.unknown_done += 1,
-                Outcome::Unknown(_) => report.unknown_not_done += 1,
-            }
+/// Where the store's log passes from one token's run of writes to the next: the last entry
+/// of the run before, the first of the next, and whether the next token had a run before
+/// (it comes back).
+fn run_changes(log: &[Entry]) -> Vec<(&Entry, &Entry, bool)> {
+    let mut finished: HashSet<u64> = HashSet::new();
+    let mut changes = Vec::new();
+    for pair in log.windows(2) {
+        let (prev, e) = (&pair[0], &pair[1]);
+        if prev.token != e.token {
+            finished.insert(prev.token);
+            changes.push((prev, e, finished.contains(&e.token)));
         }
-        let mut phantoms: Vec<_> = in_log
-            .iter()
-            .filter(|(op, n)| **n > 1 || !by_op.contains_key(*op))
-            .map(|(op, _)| *op)
-            .collect();
-        phantoms.sort();
-        for op in phantoms {
-            v.push(Violation::Phantom {
-                lock: lock.clone(),
-                op: op.to_owned(),
-            });
-        }
-        if store.counter != store.log.len() as u64 {
-            v.push(Violation::CounterMismatch {
-                lock: lock.clone(),
-                counter: store.counter,
-                accepted: store.log.len() as u64,
-            });
-        }
+    }
+    changes
+}
 
-        // 1 and 2: the log, cut into runs of one token.
-        let mut finished: HashSet<u64> = HashSet::new();
-        let mut run: Option<&Entry> = None;
-        for e in &store.log {
-            if let Some(prev) = run {
-                if prev.token != e.token {
-                    finished.insert(prev.token);
-                    if finished.contains(&e.token) {
-                        v.push(Violation::Overlap {
-                            lock: lock.clone(),
-                            token: e.token,
-                            op: e.op.clone(),
-                            after_token: prev.token,
-                            after_op: prev.op.clone(),
-                        });
-                    } else if e.token < prev.token {
-                        v.push(Violation::TokenWentBack {
-                            lock: lock.clone(),
-                            token: e.token,
-                            op: e.op.clone(),
-                            after_token: prev.token,
-                        });
-                    }
-                }
-            }
-            run = Some(e);
-            // 2: the writer's session was granted this token.
-            let granted_to = granted.get(&(lock.as_str(), e.token));
-            if let Some(w) = by_op.get(e.op.as_str()) {
-                if w.token != e.token || !granted_to.is_some_and(|s| s.contains(&w.session)) {
-                    v.push(Violation::NotGranted {
-                        lock: lock.clone(),
-                        op: e.op.clone(),
-                        token: e.token,
-                        session: w.session,
-                    });
-                }
+/// Invariant 1, no two accepted critical sections overlap: in each lock's log the writes of a
+/// token are contiguous, and no write was accepted that was sent after a newer token's
+/// accepted write had been acknowledged (real time against the store's order).
+fn critical_sections_never_overlap(locks: &[LockView], v: &mut Vec<Violation>) {
+    for l in locks {
+        for (prev, e, returns) in run_changes(&l.store.log) {
+            if returns {
+                v.push(Violation::Overlap {
+                    lock: l.lock.clone(),
+                    token: e.token,
+                    op: e.op.clone(),
+                    after_token: prev.token,
+                    after_op: prev.op.clone(),
+                });
             }
         }
 
-        // 1, against real time: an accepted write sent after a newer token's accepted write
+        // Against real time: an accepted write sent after a newer token's accepted write
         // was acknowledged.
-        let applied: Vec<&Write> = store
+        let applied: Vec<&Write> = l
+            .store
             .log
             .iter()
-            .filter_map(|e| by_op.get(e.op.as_str()).copied())
+            .filter_map(|e| l.by_op.get(e.op.as_str()).copied())
             .collect();
         let mut newest_ack: Option<&Write> = None;
         let mut by_sent: Vec<&Write> = applied
@@ -493,7 +456,7 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
             if let Some(newer) = newest_ack {
                 if newer.token > w.token {
                     v.push(Violation::StaleAfterNewer {
-                        lock: lock.clone(),
+                        lock: l.lock.clone(),
                         op: w.op.clone(),
                         token: w.token,
                         newer_op: newer.op.clone(),
@@ -502,25 +465,144 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
                 }
             }
         }
+    }
+}
 
-        // Beliefs: writes sent by a worker that thought it held, after a newer grant.
-        for w in &writes {
+/// Invariant 2, accepted tokens strictly increase per lock: every token is granted once;
+/// successive runs in the log carry growing tokens (a token that comes back is an overlap,
+/// invariant 1); every accepted write carries a token that was granted to the writer's
+/// session.
+fn tokens_only_grow(events: &Events, locks: &[LockView], v: &mut Vec<Violation>) {
+    let mut granted: HashMap<(&str, u64), Vec<i64>> = HashMap::new();
+    for g in &events.grants {
+        granted
+            .entry((g.lock.as_str(), g.token))
+            .or_default()
+            .push(g.session);
+    }
+    let mut twice: Vec<_> = granted.iter().filter(|(_, s)| s.len() > 1).collect();
+    twice.sort();
+    for ((lock, token), sessions) in twice {
+        v.push(Violation::TokenGrantedTwice {
+            lock: lock.to_string(),
+            token: *token,
+            sessions: sessions.clone(),
+        });
+    }
+
+    for l in locks {
+        for (prev, e, returns) in run_changes(&l.store.log) {
+            if !returns && e.token < prev.token {
+                v.push(Violation::TokenWentBack {
+                    lock: l.lock.clone(),
+                    token: e.token,
+                    op: e.op.clone(),
+                    after_token: prev.token,
+                });
+            }
+        }
+        for e in &l.store.log {
+            let granted_to = granted.get(&(l.lock.as_str(), e.token));
+            if let Some(w) = l.by_op.get(e.op.as_str()) {
+                if w.token != e.token || !granted_to.is_some_and(|s| s.contains(&w.session)) {
+                    v.push(Violation::NotGranted {
+                        lock: l.lock.clone(),
+                        op: e.op.clone(),
+                        token: e.token,
+                        session: w.session,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Invariant 3, nothing lost, nothing doubled: every write reported accepted is in the
+/// store's log, no write reported refused is, the log holds each attempted operation at most
+/// once and nothing else, and the counter equals the number of operations in the log. Counts
+/// the outcomes (the unknown ones as the store resolves them) into `report`.
+fn nothing_lost_nothing_doubled(locks: &[LockView], report: &mut Report) {
+    for l in locks {
+        let lock = l.lock;
+        let v = &mut report.violations;
+        for w in &l.writes {
+            let present = l.in_log.contains_key(w.op.as_str());
+            match &w.outcome {
+                Outcome::Accepted => {
+                    report.accepted += 1;
+                    if !present {
+                        report.lost += 1;
+                        v.push(Violation::AcceptedButMissing {
+                            lock: lock.clone(),
+                            op: w.op.clone(),
+                        });
+                    }
+                }
+                Outcome::Refused(error) => {
+                    report.refused += 1;
+                    if present {
+                        v.push(Violation::RefusedButApplied {
+                            lock: lock.clone(),
+                            op: w.op.clone(),
+                            error: error.clone(),
+                        });
+                    }
+                }
+                Outcome::Unknown(_) if present => report.unknown_done += 1,
+                Outcome::Unknown(_) => report.unknown_not_done += 1,
+            }
+        }
+        let mut phantoms: Vec<_> = l
+            .in_log
+            .iter()
+            .filter(|(op, n)| **n > 1 || !l.by_op.contains_key(*op))
+            .map(|(op, _)| *op)
+            .collect();
+        phantoms.sort();
+        for op in phantoms {
+            v.push(Violation::Phantom {
+                lock: lock.clone(),
+                op: op.to_owned(),
+            });
+        }
+        if l.store.counter != l.store.log.len() as u64 {
+            v.push(Violation::CounterMismatch {
+                lock: lock.clone(),
+                counter: l.store.counter,
+                accepted: l.store.log.len() as u64,
+            });
+        }
+    }
+}
+
+/// Not an invariant, a figure: writes sent by a worker that believed it held the lock, after
+/// a newer token of that lock had been granted.
+fn stale_beliefs(events: &Events, locks: &[LockView]) -> usize {
+    let mut n = 0;
+    for l in locks {
+        for w in &l.writes {
             let (Some(sent), true) = (w.sent, w.believed_held) else {
                 continue;
             };
             if events
                 .grants
                 .iter()
-                .any(|g| &g.lock == lock && g.token > w.token && g.at.is_some_and(|at| at < sent))
+                .any(|g| g.lock == *l.lock && g.token > w.token && g.at.is_some_and(|at| at < sent))
             {
-                report.stale_beliefs += 1;
+                n += 1;
             }
         }
+    }
+    n
+}
 
-        // 4: recovery.
-        match events.probes.iter().find(|p| &p.lock == lock) {
-            None => v.push(Violation::Missing {
-                lock: lock.clone(),
+/// Invariant 4: after the faults heal, every lock is acquired again within `bound` (the
+/// slowest probe goes into `report`).
+fn every_lock_recovers(events: &Events, locks: &[LockView], bound: Duration, report: &mut Report) {
+    for l in locks {
+        match events.probes.iter().find(|p| &p.lock == l.lock) {
+            None => report.violations.push(Violation::Missing {
+                lock: l.lock.clone(),
                 what: "a probe after the heal",
             }),
             Some(p) => {
@@ -528,31 +610,35 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
                     .acquired_at
                     .map(|at| at.saturating_duration_since(p.healed_at));
                 report.recovery = report.recovery.max(took);
-                if took.is_none_or(|t| t > recovery_bound) {
-                    v.push(Violation::NotRecovered {
-                        lock: lock.clone(),
+                if took.is_none_or(|t| t > bound) {
+                    report.violations.push(Violation::NotRecovered {
+                        lock: l.lock.clone(),
                         took,
-                        bound: recovery_bound,
+                        bound,
                     });
                 }
             }
         }
+    }
+}
 
-        // 5: nothing left behind.
-        match events.leftovers.get(lock) {
+/// Invariant 5: once all sessions are closed, no lock node remains (the anchor is not a lock
+/// node).
+fn no_lock_node_left(events: &Events, locks: &[LockView], v: &mut Vec<Violation>) {
+    for l in locks {
+        match events.leftovers.get(l.lock) {
             None => v.push(Violation::Missing {
-                lock: lock.clone(),
+                lock: l.lock.clone(),
                 what: "the lock nodes left at the end",
             }),
             Some(nodes) => {
                 for node in nodes.iter().filter(|n| n.as_str() != ANCHOR) {
                     v.push(Violation::LeftoverNode {
-                        lock: lock.clone(),
+                        lock: l.lock.clone(),
                         node: node.clone(),
                     });
                 }
             }
         }
     }
-    report
 }

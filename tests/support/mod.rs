@@ -1,5 +1,6 @@
 //! Shared helpers of the integration tests: a server per test (or `ZK_CONNECT`), sessions in
-//! a fresh chroot, a counter of the library's tracing events, and waits on ZooKeeper events.
+//! a fresh chroot, a counter of the library's tracing events per test, and waits on ZooKeeper
+//! events.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use tracing_subscriber::Layer;
 use zk_recipes::{Session, SessionOptions};
 use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 
+pub mod bed;
 pub mod history;
 
 /// A ZooKeeper for one test and a chroot of its own on it.
@@ -122,7 +124,8 @@ pub async fn within<T>(what: &str, secs: u64, fut: impl std::future::Future<Outp
         .unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
-/// Counts the library's tracing events by message, for tests that count wake-ups.
+/// Counts the library's tracing events by message, for tests that count wake-ups. Each test
+/// that counts has a counter of its own (see [`counting_events`]).
 #[derive(Clone)]
 pub struct EventCounter(
     Arc<Mutex<HashMap<String, usize>>>,
@@ -157,12 +160,50 @@ impl EventCounter {
     }
 }
 
-static COUNTER: OnceLock<EventCounter> = OnceLock::new();
-
-/// The process-wide counter (each nextest test runs in its own process).
+/// The counter of the test running on this thread: the one [`counting_events`] made for it.
+/// Anywhere else it panics: a process-wide count would also count the other tests of the
+/// binary, which `cargo test` runs in the same process (nextest runs each in its own).
 pub fn events() -> EventCounter {
-    init_tracing();
-    COUNTER.get().unwrap().clone()
+    tracing::dispatcher::get_default(|d| d.downcast_ref::<CountLayer>().map(|c| c.0.clone()))
+        .expect("support::events() counts only in a test run by support::counting_events")
+}
+
+thread_local! {
+    /// A runtime thread's default subscriber, set when the thread starts and dropped when it
+    /// stops (see [`counting_events`]).
+    static RUNTIME_THREAD_SUBSCRIBER: std::cell::RefCell<Option<tracing::subscriber::DefaultGuard>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `test` as `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` does, with a
+/// subscriber of its own that [`events`] reads: the default subscriber of every thread of its
+/// runtime (the test's own, the two workers, the blocking pool), so it sees the events of
+/// the tasks the test and the library spawn, and only those, whether the binary's other tests
+/// run in the same process (`cargo test`) or not (nextest). It counts every level of the
+/// `zk_recipes` target, so a message moved between INFO, DEBUG and TRACE is still counted.
+pub fn counting_events(test: impl std::future::Future<Output = ()>) {
+    let subscriber = tracing_subscriber::registry().with(fmt_layer()).with(
+        CountLayer(EventCounter::default()).with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("zk_recipes", tracing::Level::TRACE),
+        ),
+    );
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let for_threads = dispatch.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            let guard = tracing::dispatcher::set_default(&for_threads);
+            RUNTIME_THREAD_SUBSCRIBER.with(|s| *s.borrow_mut() = Some(guard));
+        })
+        .on_thread_stop(|| RUNTIME_THREAD_SUBSCRIBER.with(|s| drop(s.borrow_mut().take())))
+        .build()
+        .expect("a runtime for the test");
+    tracing::dispatcher::with_default(&dispatch, || {
+        runtime.block_on(test);
+        drop(runtime); // its threads stop here, under the test's subscriber too
+    });
 }
 
 struct CountLayer(EventCounter);
@@ -179,9 +220,6 @@ impl Visit for MessageVisitor {
 
 impl<S: tracing::Subscriber> Layer<S> for CountLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if !event.metadata().target().starts_with("zk_recipes") {
-            return;
-        }
         let mut visitor = MessageVisitor(None);
         event.record(&mut visitor);
         if let Some(message) = visitor.0 {
@@ -190,22 +228,25 @@ impl<S: tracing::Subscriber> Layer<S> for CountLayer {
     }
 }
 
-fn init_tracing() {
-    COUNTER.get_or_init(|| {
-        let counter = EventCounter::default();
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_test_writer()
-            .with_filter(
-                tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-                    .unwrap_or_else(|_| "warn".into()),
-            );
-        let count =
-            CountLayer(counter.clone()).with_filter(tracing_subscriber::filter::LevelFilter::DEBUG);
-        let _ = tracing_subscriber::registry()
-            .with(fmt)
-            .with(count)
-            .try_init();
-        counter
+/// The library's events on the test's output, at the level `RUST_LOG` says (`warn` if unset).
+fn fmt_layer<S>() -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
+        .with_test_writer()
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+}
+
+/// The process-wide subscriber: the library's events on the test's output (tests that count
+/// events have a subscriber of their own, [`counting_events`]).
+pub fn init_tracing() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let _ = tracing_subscriber::registry().with(fmt_layer()).try_init();
     });
 }
 

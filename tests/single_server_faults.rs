@@ -1,5 +1,8 @@
-//! ZkMutex under faults and bad input: expired and vanished holders, lost create replies,
-//! operator deletions, refused ACLs, unsuitable roots, unreachable ensembles.
+//! ZkMutex under faults on a single server, and under bad input: expired and vanished holders,
+//! lost create replies, operator deletions, refused ACLs, unsuitable roots, unreachable
+//! ensembles. Each test provokes one fault around one lock and asserts what the mutex reports.
+//! (`ensemble_faults.rs` breaks three-member ensembles under a fenced-write workload instead,
+//! and judges the whole history.)
 
 mod support;
 
@@ -82,8 +85,16 @@ async fn a_waiter_whose_session_expires_enqueues_again_and_leaves_nothing_behind
 /// A waiter may skip the listing only after a head release. A waiter ahead of it that is
 /// cancelled, or whose session expires, goes with a plain deletion: the one behind lists again
 /// and keeps waiting for the holder, who is still there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for_the_holder() {
+///
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for_the_holder() {
+    support::counting_events(
+        a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for_the_holder_body(),
+    );
+}
+
+async fn a_waiter_behind_a_cancelled_or_expired_waiter_lists_again_and_waits_for_the_holder_body() {
     let zk = Zk::start("plain-deletions").await;
     let counter = events();
     let raw = zk.raw().await;
@@ -171,8 +182,13 @@ async fn holder_process() {
     std::future::pending::<()>().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_create_reply_is_recovered_by_uuid_and_owner() {
+/// Counts the library's events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn a_lost_create_reply_is_recovered_by_uuid_and_owner() {
+    support::counting_events(a_lost_create_reply_is_recovered_by_uuid_and_owner_body());
+}
+
+async fn a_lost_create_reply_is_recovered_by_uuid_and_owner_body() {
     let zk = Zk::start("lost-reply").await;
     let counter = events();
     let (host, chroot) = zk.connect.split_at(zk.connect.find('/').unwrap());

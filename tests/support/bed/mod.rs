@@ -1,0 +1,475 @@
+//! The test bed of the ensemble fault suite (`ensemble_faults.rs`): a three-member ensemble
+//! per scenario; per bed, a chroot on it with a fenced counter per lock; contenders doing fenced
+//! increments (`worker.rs`), one of them possibly in a process of its own; the probes that take
+//! every lock again after the heal; and the final reading of the store, judged by the history
+//! checker (`support/history.rs`) and printed as a row of the README's table (`report.rs`).
+
+pub mod report;
+pub mod worker;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zk_recipes::{LossPolicy, Session, SessionOptions, SessionState, ZkMutex};
+use zk_testcontainers::{
+    chroot, ensemble_unavailable_reason, scaled, FaultProxy, ServerOptions, ZkEnsemble,
+};
+use zookeeper_client as zkc;
+
+use crate::support::history::{
+    Entry, Events, Grant, History, Outcome, Probe, Report, Store, Write,
+};
+use crate::support::within;
+use report::{longest_stall, Row};
+use worker::{increment, work, ChildContender, Sink, Worker};
+
+pub const LOCKS: &str = "/locks";
+pub const COUNTERS: &str = "/counters";
+pub const OPS: &str = "/ops";
+/// Small JVMs: two scenarios run at once, three servers each, on two cores.
+pub const JAVA_OPTS: &str =
+    "-Xms32m -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ActiveProcessorCount=1";
+/// Increments per grant of an ordinary contender.
+pub const OPS_PER_GRANT: usize = 3;
+/// How much longer than the session timeout a frozen server or process stays frozen.
+pub const FREEZE_MARGIN: Duration = Duration::from_millis(500);
+pub const PERSISTENT: zkc::CreateOptions<'static> =
+    zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+
+/// How many times each fault is injected (`ZK_FAULTS_SCALE`, default 1).
+pub fn rounds() -> usize {
+    std::env::var("ZK_FAULTS_SCALE")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(1)
+}
+
+pub fn lock_root(lock: &str) -> String {
+    format!("{LOCKS}/{lock}")
+}
+
+pub fn options(connect: &str, timeout: Duration, policy: LossPolicy) -> SessionOptions {
+    SessionOptions::new(connect)
+        .session_timeout(timeout)
+        .connection_timeout(scaled(Duration::from_secs(10)))
+        .loss_policy(policy)
+}
+
+/// Starts the scenario's ensemble, or says why it cannot run.
+pub async fn ensemble() -> Option<ZkEnsemble> {
+    if let Some(reason) = ensemble_unavailable_reason() {
+        println!("NOT RUN: {reason}");
+        return None;
+    }
+    crate::support::init_tracing(); // tracing to the test's output
+    let opts = ServerOptions::default().with_env("ZK_JAVA_OPTS", JAVA_OPTS);
+    Some(
+        ZkEnsemble::start_with(3, opts)
+            .await
+            .expect("a 3-member ensemble"),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// The bed: a chroot on an ensemble, counters, workers, probes and the final check.
+
+pub struct Bed<'e> {
+    pub ensemble: &'e ZkEnsemble,
+    /// The chroot path on the ensemble, `/zk-tests/<name>-<unique>`.
+    pub path: String,
+    pub locks: Vec<String>,
+    pub history: Arc<History>,
+    pub stop: watch::Sender<bool>,
+    pub workers: Vec<JoinHandle<()>>,
+    pub sessions: Vec<(String, Session)>,
+    pub contenders: usize,
+}
+
+impl<'e> Bed<'e> {
+    pub async fn new(ensemble: &'e ZkEnsemble, name: &str, locks: usize) -> Bed<'e> {
+        let rooted = chroot(&ensemble.connect_string(), name).await.unwrap();
+        let path = rooted[rooted.find('/').unwrap()..].to_owned();
+        let raw = zkc::Client::connect(&rooted).await.unwrap();
+        let locks: Vec<String> = (0..locks).map(|i| format!("lock-{i}")).collect();
+        for lock in &locks {
+            raw.mkdir(&format!("{OPS}/{lock}"), &PERSISTENT)
+                .await
+                .unwrap();
+            raw.mkdir(&format!("{COUNTERS}/{lock}"), &PERSISTENT)
+                .await
+                .unwrap();
+            raw.set_data(&format!("{COUNTERS}/{lock}"), b"0", None)
+                .await
+                .unwrap();
+        }
+        Bed {
+            ensemble,
+            path,
+            locks,
+            history: Arc::new(History::new()),
+            stop: watch::channel(false).0,
+            workers: Vec::new(),
+            sessions: Vec::new(),
+            contenders: 0,
+        }
+    }
+
+    /// Every member, in the bed's chroot.
+    pub fn all(&self) -> String {
+        format!("{}{}", self.ensemble.connect_string(), self.path)
+    }
+
+    /// Only these members, in the bed's chroot.
+    pub fn only(&self, members: &[usize]) -> String {
+        let hosts: Vec<String> = members
+            .iter()
+            .map(|i| self.ensemble.member(*i).connect_string())
+            .collect();
+        format!("{}{}", hosts.join(","), self.path)
+    }
+
+    pub async fn raw(&self) -> zkc::Client {
+        within("a raw client", 60, zkc::Client::connect(&self.all()))
+            .await
+            .unwrap()
+    }
+
+    /// Starts a contender on `lock` (index) through `connect`.
+    pub async fn contender(
+        &mut self,
+        name: &str,
+        connect: &str,
+        timeout: Duration,
+        policy: LossPolicy,
+        lock: usize,
+        pinned: bool,
+    ) {
+        let session = Session::connect(options(connect, timeout, policy))
+            .await
+            .unwrap();
+        self.sessions.push((name.to_owned(), session.clone()));
+        self.contenders += 1;
+        self.workers.push(tokio::spawn(work(Worker {
+            name: name.to_owned(),
+            session,
+            lock: self.locks[lock].clone(),
+            pinned,
+            heeds_loss: true,
+            sink: Sink::Local(self.history.clone()),
+            stop: self.stop.subscribe(),
+        })));
+    }
+
+    /// Waits (on the history's events) until `pred` holds.
+    pub async fn wait(&self, what: &str, secs: u64, pred: impl FnMut(&Events) -> bool) {
+        within(what, secs, self.history.wait_until(pred)).await;
+    }
+
+    /// Waits until every lock has `n` more accepted writes acknowledged after `since`.
+    pub async fn wait_writes(&self, since: Instant, n: usize, secs: u64) {
+        let locks = self.locks.clone();
+        self.wait(&format!("{n} writes on every lock"), secs, move |e| {
+            locks.iter().all(|lock| accepted_since(e, lock, since) >= n)
+        })
+        .await;
+    }
+
+    /// One round of the single-member scenarios: a holder whose session reaches only one
+    /// follower (not the ensemble leader, alternating between the two), granted first; in
+    /// round 0, four waiters on the other members; then contention and a few writes. Returns
+    /// the isolated member, the holder's name and its grant.
+    pub async fn isolated_holder(
+        &mut self,
+        round: usize,
+        timeout: Duration,
+        policy: LossPolicy,
+    ) -> (usize, String, Grant) {
+        let leader = self.ensemble.leader().await.unwrap();
+        let member = (leader + 1 + round % 2) % 3;
+        let others: Vec<usize> = (0..3).filter(|i| *i != member).collect();
+        let (alone, rest) = (self.only(&[member]), self.only(&others));
+        let holder = format!("holder{round}");
+        self.contender(&holder, &alone, timeout, policy, 0, true)
+            .await;
+        self.wait("the holder's grant", 60, |e| grant_of(e, &holder).is_some())
+            .await;
+        let held = self.history.read(|e| grant_of(e, &holder)).unwrap();
+        if round == 0 {
+            self.contenders(4, &rest, timeout, policy).await;
+        }
+        self.wait_contended(0, 3).await;
+        self.wait_writes(Instant::now(), 3, 60).await;
+        (member, holder, held)
+    }
+
+    /// Waits until `lock`'s root has at least `n` contender nodes (a holder and waiters).
+    pub async fn wait_contended(&self, lock: usize, n: usize) {
+        let raw = self.raw().await;
+        let root = lock_root(&self.locks[lock]);
+        within("the lock to be contended", 60, async {
+            loop {
+                let (children, _, watcher) = raw.get_and_watch_children(&root).await.unwrap();
+                if children.iter().filter(|c| !c.starts_with('~')).count() >= n {
+                    return;
+                }
+                watcher.changed().await;
+            }
+        })
+        .await;
+    }
+
+    /// After the heal: each lock taken by a fresh session through every member, with a
+    /// fenced write, timed from `healed_at`.
+    pub async fn probe(&self, healed_at: Instant, bound: Duration) {
+        let mut probes = Vec::new();
+        for lock in self.locks.clone() {
+            let (connect, history) = (self.all(), self.history.clone());
+            probes.push(tokio::spawn(async move {
+                let deadline = tokio::time::Instant::from_std(healed_at + bound);
+                let acquired = tokio::time::timeout_at(deadline, async {
+                    let session = loop {
+                        let opts = options(&connect, Duration::from_secs(10), LossPolicy::Expiry);
+                        match Session::connect(opts).await {
+                            Ok(session) => break session,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                        }
+                    };
+                    let mutex = Arc::new(ZkMutex::new(&session, &lock_root(&lock)).unwrap());
+                    loop {
+                        match mutex.clone().lock_owned().await {
+                            Ok(guard) => return (session, guard, Instant::now()),
+                            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                        }
+                    }
+                })
+                .await;
+                let acquired_at = match acquired {
+                    Err(_) => None,
+                    Ok((session, guard, at)) => {
+                        let sink = Sink::Local(history.clone());
+                        let worker = format!("probe-{lock}");
+                        sink.grant(Grant {
+                            lock: lock.clone(),
+                            token: guard.token().as_u64(),
+                            session: guard.session_id(),
+                            worker: worker.clone(),
+                            at: Some(at),
+                        });
+                        let op = format!("{worker}-1");
+                        increment(&session, &guard, &lock, &op, &worker, &sink).await;
+                        let released = guard.release().await;
+                        assert!(released.is_ok(), "probe release: {released:?}");
+                        session.close().await;
+                        Some(at)
+                    }
+                };
+                history.probe(Probe {
+                    lock,
+                    healed_at,
+                    acquired_at,
+                });
+            }));
+        }
+        for p in probes {
+            p.await.unwrap();
+        }
+    }
+
+    /// Starts `n` ordinary contenders, `w0`, `w1`..., through `connect`, spread over the
+    /// locks.
+    pub async fn contenders(
+        &mut self,
+        n: usize,
+        connect: &str,
+        timeout: Duration,
+        policy: LossPolicy,
+    ) {
+        for i in 0..n {
+            let lock = i % self.locks.len();
+            self.contender(&format!("w{i}"), connect, timeout, policy, lock, false)
+                .await;
+        }
+    }
+
+    /// Starts a contender in a process of its own on `lock` (index) through `connect`: it
+    /// holds its first grant and writes on, without heeding `lost()`, until stopped.
+    pub fn child_contender(
+        &mut self,
+        name: &str,
+        connect: &str,
+        timeout: Duration,
+        lock: usize,
+    ) -> ChildContender {
+        self.contenders += 1;
+        ChildContender::spawn(name, connect, &self.locks[lock], timeout, &self.history)
+    }
+
+    /// A `FaultProxy` in front of `member`, and the connect string into the bed's chroot
+    /// through it.
+    pub async fn through_proxy(&self, member: usize) -> (FaultProxy, String) {
+        let proxy = FaultProxy::start(self.ensemble.member(member).connect_string())
+            .await
+            .unwrap();
+        let through = format!("{}{}", proxy.addr(), self.path);
+        (proxy, through)
+    }
+
+    /// Waits until every contender's client has given its session up (no server reached
+    /// within the session timeout).
+    pub async fn wait_sessions_given_up(&self) {
+        for (name, session) in &self.sessions {
+            let mut states = session.watch_state();
+            within(&format!("{name} to give its session up"), 60, async {
+                states
+                    .wait_for(|s| matches!(s, SessionState::Expired { .. }))
+                    .await
+                    .unwrap();
+            })
+            .await;
+        }
+    }
+
+    /// The session ids of every contender right now.
+    pub fn session_ids(&self) -> Vec<Option<i64>> {
+        self.sessions.iter().map(|(_, s)| s.session_id()).collect()
+    }
+
+    /// How many contenders are on another session than in `before` (their
+    /// [`Bed::session_ids`] then).
+    pub fn sessions_replaced_since(&self, before: &[Option<i64>]) -> usize {
+        before
+            .iter()
+            .zip(self.session_ids())
+            .filter(|(a, b)| **a != *b)
+            .count()
+    }
+
+    /// Stops the contenders, waits for their sessions to close and their nodes to go (as
+    /// long as `linger`: sessions the clients gave up may live on the servers that long),
+    /// reads the store, judges the history and prints the scenario's row.
+    pub async fn finish(mut self, row: Row, linger: Duration, recovery_bound: Duration) -> Report {
+        self.stop.send_replace(true);
+        let workers = std::mem::take(&mut self.workers);
+        within("the contenders to stop", 120, async {
+            for w in workers {
+                w.await.unwrap();
+            }
+        })
+        .await;
+        let raw = self.raw().await;
+        for lock in &self.locks {
+            let root = lock_root(lock);
+            let gone = tokio::time::timeout(scaled(linger), async {
+                loop {
+                    let (children, _, watcher) = raw.get_and_watch_children(&root).await.unwrap();
+                    if children.iter().all(|c| c.starts_with('~')) {
+                        return;
+                    }
+                    watcher.changed().await;
+                }
+            })
+            .await;
+            let left = raw.list_children(&root).await.unwrap();
+            if gone.is_err() {
+                println!("{lock}: nodes still there after {linger:?}: {left:?}");
+            }
+            self.history.leftovers(lock, left);
+            // The store: the counter, and the operations in the order the ensemble took them.
+            let (data, _) = raw.get_data(&format!("{COUNTERS}/{lock}")).await.unwrap();
+            let counter = std::str::from_utf8(&data).unwrap().parse().unwrap();
+            let mut log = Vec::new();
+            for op in raw.list_children(&format!("{OPS}/{lock}")).await.unwrap() {
+                let (token, stat) = raw.get_data(&format!("{OPS}/{lock}/{op}")).await.unwrap();
+                let token = std::str::from_utf8(&token).unwrap().parse().unwrap();
+                log.push((stat.czxid, Entry { op, token }));
+            }
+            log.sort_by_key(|(czxid, _)| *czxid);
+            let log = log.into_iter().map(|(_, e)| e).collect();
+            self.history.store(lock, Store { counter, log });
+        }
+        let report = self.history.check(recovery_bound);
+        let stall = longest_stall(&self.history.snapshot(), &self.locks);
+        row.print(self.contenders, self.locks.len(), &report, stall);
+        for v in &report.violations {
+            println!("VIOLATION: {v}");
+        }
+        report
+    }
+}
+
+/// Accepted writes on `lock` acknowledged after `since`.
+pub fn accepted_since(e: &Events, lock: &str, since: Instant) -> usize {
+    e.writes
+        .iter()
+        .filter(|w| w.lock == lock && w.outcome == Outcome::Accepted)
+        .filter(|w| w.done.is_some_and(|d| d > since))
+        .count()
+}
+
+/// The grant of `worker` on `lock`, once it is recorded.
+pub fn grant_of(e: &Events, worker: &str) -> Option<Grant> {
+    e.grants.iter().find(|g| g.worker == worker).cloned()
+}
+
+/// Whether someone other than `worker` had a write accepted on `lock` under a newer token.
+pub fn newer_write(e: &Events, lock: &str, worker: &str, token: u64) -> bool {
+    e.writes.iter().any(|w| {
+        w.lock == lock && w.worker != worker && w.token > token && w.outcome == Outcome::Accepted
+    })
+}
+
+/// The writes `worker` attempted, in the order it reported them.
+pub fn writes_of<'a>(e: &'a Events, worker: &'a str) -> impl Iterator<Item = &'a Write> {
+    e.writes.iter().filter(move |w| w.worker == worker)
+}
+
+/// When `holder` learned that it lost `held`, and when the next holder of that lock was
+/// granted (either may not have happened yet).
+pub fn loss_and_next_grant(
+    e: &Events,
+    holder: &str,
+    held: &Grant,
+) -> (Option<Instant>, Option<Instant>) {
+    let lost = e
+        .releases
+        .iter()
+        .find(|r| r.worker == holder)
+        .and_then(|r| r.at);
+    let next = e
+        .grants
+        .iter()
+        .filter(|g| g.lock == held.lock && g.token > held.token)
+        .filter_map(|g| g.at)
+        .min();
+    (lost, next)
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults of the whole ensemble
+
+/// Stops every member at once.
+pub async fn stop_every_member(ensemble: &ZkEnsemble) {
+    let (a, b, c) = tokio::join!(
+        ensemble.member(0).stop(),
+        ensemble.member(1).stop(),
+        ensemble.member(2).stop()
+    );
+    a.and(b).and(c).unwrap();
+}
+
+/// Starts every member again at once, and waits until they all serve.
+pub async fn start_every_member(ensemble: &ZkEnsemble) {
+    let (a, b, c) = tokio::join!(
+        ensemble.member(0).start_again(),
+        ensemble.member(1).start_again(),
+        ensemble.member(2).start_again()
+    );
+    a.and(b).and(c).unwrap();
+    ensemble
+        .wait_for_all_serving(scaled(Duration::from_secs(60)))
+        .await
+        .unwrap();
+}
