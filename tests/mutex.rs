@@ -118,7 +118,7 @@ async fn each_release_wakes_exactly_one_of_fifty_waiters_body() {
     for _ in 0..waiters {
         let mutex = mutex.clone();
         tasks.push(tokio::spawn(async move {
-            let guard = mutex.lock_owned().await.unwrap();
+            let guard = mutex.lock().await.unwrap();
             guard.release().await.unwrap();
         }));
     }
@@ -180,7 +180,7 @@ async fn a_thousand_cancelled_acquisitions_leave_no_node_behind() {
         let mutex = mutex.clone();
         let after = Duration::from_micros(rand::rng().random_range(0..15_000));
         tasks.spawn(async move {
-            tokio::time::timeout(after, mutex.lock_owned())
+            tokio::time::timeout(after, mutex.lock())
                 .await
                 .map(|g| g.unwrap())
         });
@@ -224,7 +224,7 @@ async fn a_guard_dropped_outside_any_runtime_releases_in_the_background() {
     let raw = zk.raw().await;
     let session = zk.session().await;
     let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
-    let guard = mutex.clone().lock_owned().await.unwrap();
+    let guard = mutex.lock().await.unwrap();
     // A plain thread with no tokio runtime drops it: no panic, and the node goes.
     std::thread::spawn(move || drop(guard))
         .join()

@@ -433,12 +433,9 @@ async fn an_unreachable_ensemble_is_a_typed_error_not_a_hang() {
 }
 
 /// Holds the lock on a session of its own (kept alive by the guard).
-async fn hold(zk: &Zk) -> zk_recipes::OwnedZkMutexGuard {
+async fn hold(zk: &Zk) -> zk_recipes::ZkMutexGuard {
     let session = zk.session().await;
-    std::sync::Arc::new(ZkMutex::new(&session, ROOT).unwrap())
-        .lock_owned()
-        .await
-        .unwrap()
+    ZkMutex::new(&session, ROOT).unwrap().lock().await.unwrap()
 }
 
 /// Expires `session`'s current ZooKeeper session on the server.

@@ -149,6 +149,12 @@ impl Queue {
                     .await?
                 {
                     (None, _) => return Ok(Gone::Plainly),
+                    // Changed before our watch was set: the change we would have been told of
+                    // (our nodes are created at version 0, and a head release deletes its node
+                    // in the same transaction, so only someone else's change is seen here).
+                    (Some(stat), _) if head_releases && stat.version != 0 => {
+                        return Ok(Gone::AsHead)
+                    }
                     (Some(_), watcher) => watcher,
                 };
                 let event = tokio::select! {

@@ -239,7 +239,7 @@ impl<'e> Bed<'e> {
                     };
                     let mutex = Arc::new(ZkMutex::new(&session, &lock_root(&lock)).unwrap());
                     loop {
-                        match mutex.clone().lock_owned().await {
+                        match mutex.lock().await {
                             Ok(guard) => return (session, guard, Instant::now()),
                             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                         }

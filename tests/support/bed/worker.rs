@@ -263,17 +263,21 @@ pub async fn increment(
         .ok()?;
     let count: u64 = std::str::from_utf8(&data).unwrap().parse().unwrap_or(0);
     let token = guard.token().as_u64();
-    let mut write = guard.fenced_write();
-    write.set_data(
-        &counter,
-        (count + 1).to_string().as_bytes(),
-        Some(stat.version),
-    );
-    write.create(
-        &format!("{OPS}/{lock}/{op}"),
-        token.to_string().as_bytes(),
-        zkc::CreateMode::Persistent,
-    );
+    let mut write = guard.fenced_write(&client).unwrap();
+    write
+        .add_set_data(
+            &counter,
+            (count + 1).to_string().as_bytes(),
+            Some(stat.version),
+        )
+        .unwrap();
+    write
+        .add_create(
+            &format!("{OPS}/{lock}/{op}"),
+            token.to_string().as_bytes(),
+            &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
+        )
+        .unwrap();
     let believed_held = guard.is_held();
     let sent = Instant::now();
     let result = tokio::time::timeout(limit, write.commit()).await;
