@@ -29,7 +29,7 @@ use support::bed::report::{assert_clean, stale_outcomes, Row};
 use support::bed::worker::{run_child_worker, CHILD_WORKER_VAR};
 use support::bed::{
     ensemble, grant_of, loss_and_next_grant, newer_write, options, rounds, start_every_member,
-    stop_every_member, writes_of, Bed, FREEZE_MARGIN,
+    stop_every_member, writes_of, Bed, Kind, FREEZE_MARGIN,
 };
 use support::history::{Outcome, Write};
 use support::within;
@@ -395,11 +395,30 @@ async fn lost_replies_to_creates_and_fenced_writes_body() {
 /// on writing with its old token: the store must refuse it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
+    frozen_client_fenced_off("sigstop", Kind::Mutex, "").await;
+}
+
+/// The same with the frozen holder on a key of a lock space (zxid tokens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_lock_holder_frozen_past_its_session_timeout_is_fenced_off() {
+    frozen_client_fenced_off(
+        "sigstop-keyed",
+        Kind::Keyed,
+        " (its lock a key of a ZkLockSpace)",
+    )
+    .await;
+}
+
+async fn frozen_client_fenced_off(name: &str, frozen_on: Kind, what: &str) {
     let Some(ensemble) = ensemble().await else {
         return;
     };
     let timeout = Duration::from_secs(3);
-    let mut bed = Bed::new(&ensemble, "sigstop", 2).await;
+    let other = match frozen_on {
+        Kind::Mutex => Kind::Keyed,
+        Kind::Keyed => Kind::Mutex,
+    };
+    let mut bed = Bed::with_locks(&ensemble, name, &[frozen_on, other]).await;
     let all = bed.all();
     let mut refusals = Vec::new();
     let mut started = false;
@@ -467,7 +486,7 @@ async fn a_client_frozen_past_its_session_timeout_is_fenced_off() {
     let report = bed
         .finish(
             Row {
-                scenario: "a holder process frozen with SIGSTOP past its session timeout, resumed with SIGCONT, writing on with its old token".into(),
+                scenario: format!("a holder process{what} frozen with SIGSTOP past its session timeout, resumed with SIGCONT, writing on with its old token"),
                 policy: "Expiry",
                 faults: format!("{} freeze(s) past the 3 s session timeout; after SIGCONT {}", rounds(), refusals.join("; ")),
             },

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{LossPolicy, Session, SessionOptions, SessionState, ZkMutex};
+use zk_recipes::{LossPolicy, Session, SessionOptions, SessionState};
 use zk_testcontainers::{
     chroot, ensemble_unavailable_reason, scaled, FaultProxy, ServerOptions, ZkEnsemble,
 };
@@ -23,7 +23,7 @@ use crate::support::history::{
 };
 use crate::support::within;
 use report::{longest_stall, Row};
-use worker::{increment, work, ChildContender, Sink, Worker};
+use worker::{increment, work, ChildContender, Locker, Sink, Worker};
 
 pub const LOCKS: &str = "/locks";
 pub const COUNTERS: &str = "/counters";
@@ -88,12 +88,37 @@ pub struct Bed<'e> {
     pub contenders: usize,
 }
 
+/// What kind of lock a lock of the bed is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A `ZkMutex` (`lock-N`): sequence tokens, an anchored root.
+    Mutex,
+    /// A key of a `ZkLockSpace` (`key-N`): zxid tokens, a container directory.
+    Keyed,
+}
+
 impl<'e> Bed<'e> {
+    /// A bed with `locks` locks: the even ones `ZkMutex`es, the odd ones keys of a lock space.
     pub async fn new(ensemble: &'e ZkEnsemble, name: &str, locks: usize) -> Bed<'e> {
+        let kinds: Vec<Kind> = (0..locks)
+            .map(|i| if i % 2 == 0 { Kind::Mutex } else { Kind::Keyed })
+            .collect();
+        Bed::with_locks(ensemble, name, &kinds).await
+    }
+
+    /// A bed with one lock of each kind given, in that order.
+    pub async fn with_locks(ensemble: &'e ZkEnsemble, name: &str, kinds: &[Kind]) -> Bed<'e> {
         let rooted = chroot(&ensemble.connect_string(), name).await.unwrap();
         let path = rooted[rooted.find('/').unwrap()..].to_owned();
         let raw = zkc::Client::connect(&rooted).await.unwrap();
-        let locks: Vec<String> = (0..locks).map(|i| format!("lock-{i}")).collect();
+        let locks: Vec<String> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| match kind {
+                Kind::Mutex => format!("lock-{i}"),
+                Kind::Keyed => format!("key-{i}"),
+            })
+            .collect();
         for lock in &locks {
             raw.mkdir(&format!("{OPS}/{lock}"), &PERSISTENT)
                 .await
@@ -211,7 +236,7 @@ impl<'e> Bed<'e> {
         let root = lock_root(&self.locks[lock]);
         within("the lock to be contended", 60, async {
             loop {
-                let (children, _, watcher) = raw.get_and_watch_children(&root).await.unwrap();
+                let (children, watcher) = children_and_watch(&raw, &root).await;
                 if children.iter().filter(|c| !c.starts_with('~')).count() >= n {
                     return;
                 }
@@ -237,7 +262,7 @@ impl<'e> Bed<'e> {
                             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                         }
                     };
-                    let mutex = Arc::new(ZkMutex::new(&session, &lock_root(&lock)).unwrap());
+                    let mutex = Locker::new(&session, &lock);
                     loop {
                         match mutex.lock().await {
                             Ok(guard) => return (session, guard, Instant::now()),
@@ -364,7 +389,7 @@ impl<'e> Bed<'e> {
             let root = lock_root(lock);
             let gone = tokio::time::timeout(scaled(linger), async {
                 loop {
-                    let (children, _, watcher) = raw.get_and_watch_children(&root).await.unwrap();
+                    let (children, watcher) = children_and_watch(&raw, &root).await;
                     if children.iter().all(|c| c.starts_with('~')) {
                         return;
                     }
@@ -372,7 +397,8 @@ impl<'e> Bed<'e> {
                 }
             })
             .await;
-            let left = raw.list_children(&root).await.unwrap();
+            // A key's directory may be reaped already: nothing left in it.
+            let left = children_and_watch(&raw, &root).await.0;
             if gone.is_err() {
                 println!("{lock}: nodes still there after {linger:?}: {left:?}");
             }
@@ -397,6 +423,26 @@ impl<'e> Bed<'e> {
             println!("VIOLATION: {v}");
         }
         report
+    }
+}
+
+/// The children of `path` and a watch that fires when they (or, while `path` does not exist
+/// (a key's directory not made yet, or reaped), its existence) change.
+pub async fn children_and_watch(
+    raw: &zkc::Client,
+    path: &str,
+) -> (Vec<String>, zkc::OneshotWatcher) {
+    loop {
+        match raw.get_and_watch_children(path).await {
+            Ok((children, _, watcher)) => return (children, watcher),
+            Err(zkc::Error::NoNode) => {
+                let (stat, watcher) = raw.check_and_watch_stat(path).await.unwrap();
+                if stat.is_none() {
+                    return (Vec::new(), watcher);
+                }
+            }
+            Err(err) => panic!("list {path}: {err}"),
+        }
     }
 }
 

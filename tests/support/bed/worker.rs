@@ -9,13 +9,65 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{Error, LossPolicy, Session, ZkMutex};
+use zk_recipes::{
+    Error, LossPolicy, Session, ZkLockSpace, ZkLockSpaceGuard, ZkMutex, ZkMutexGuard,
+};
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
 
-use super::{lock_root, options, COUNTERS, OPS, OPS_PER_GRANT};
+use super::{lock_root, options, COUNTERS, LOCKS, OPS, OPS_PER_GRANT};
 use crate::support::history::{Grant, History, Outcome, Release, Write};
 use crate::support::within;
+
+/// A lock of the bed: a `ZkMutex` at `{LOCKS}/lock-N`, or the key `key-N` of the lock space
+/// `LOCKS` (whose directory is the same path, a container the server reaps when idle; its
+/// tokens are zxids).
+pub enum Locker {
+    Mutex(ZkMutex),
+    Keyed(ZkLockSpace, String),
+}
+
+impl Locker {
+    pub fn new(session: &Session, lock: &str) -> Locker {
+        if lock.starts_with("key-") {
+            Locker::Keyed(ZkLockSpace::new(session, LOCKS).unwrap(), lock.to_owned())
+        } else {
+            Locker::Mutex(ZkMutex::new(session, &lock_root(lock)).unwrap())
+        }
+    }
+
+    pub async fn lock(&self) -> Result<Held, Error> {
+        match self {
+            Locker::Mutex(mutex) => mutex.lock().await.map(Held::Mutex),
+            Locker::Keyed(space, key) => space.lock(key).await.map(Held::Keyed),
+        }
+    }
+}
+
+/// A held lock of either kind.
+pub enum Held {
+    Mutex(ZkMutexGuard),
+    Keyed(ZkLockSpaceGuard),
+}
+
+impl std::ops::Deref for Held {
+    type Target = zk_recipes::Grant;
+    fn deref(&self) -> &zk_recipes::Grant {
+        match self {
+            Held::Mutex(guard) => guard,
+            Held::Keyed(guard) => guard,
+        }
+    }
+}
+
+impl Held {
+    pub async fn release(self) -> Result<(), Error> {
+        match self {
+            Held::Mutex(guard) => guard.release().await,
+            Held::Keyed(guard) => guard.release().await,
+        }
+    }
+}
 
 /// Where a worker reports: the history (in this process) or stdout (a child process, whose
 /// lines the parent turns into history events).
@@ -145,7 +197,7 @@ pub async fn work(w: Worker) {
         sink,
         mut stop,
     } = w;
-    let mutex = ZkMutex::new(&session, &lock_root(&lock)).unwrap();
+    let mutex = Locker::new(&session, &lock);
     let mut hold_first = pinned;
     let mut n = 0u64;
     while !*stop.borrow() {
