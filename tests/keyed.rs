@@ -309,3 +309,69 @@ async fn try_lock_on_a_held_key_says_none_and_leaves_no_node() {
     a.close().await;
     b.close().await;
 }
+
+/// A release storm: 1,000 holders of different keys on one session whose session expires at
+/// once. Every `lost()` resolves (with `SessionExpired`), every release answers in bounded
+/// time, nothing hangs, and the keys can be locked again on the session's next ZooKeeper
+/// session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_holders_on_one_expiring_session_all_hear_of_it() {
+    let zk = Zk::start("keyed-storm").await;
+    let session = zk.session().await;
+    let space = Arc::new(ZkLockSpace::new(&session, "/locks/storm").unwrap());
+    let mut guards = Vec::new();
+    for k in 0..1000 {
+        guards.push(space.lock(&format!("k{k}")).await.unwrap());
+    }
+    let first = guards[0].session_id();
+    let info = session.client().await.unwrap().session().clone();
+    let started = std::time::Instant::now();
+    zk_testcontainers::expire_session(&zk.connect, &info)
+        .await
+        .unwrap();
+    let losses = futures_all(guards.iter().map(|g| g.lost())).await;
+    let heard = started.elapsed();
+    assert!(
+        losses
+            .iter()
+            .all(|r| *r == zk_recipes::LossReason::SessionExpired),
+        "{:?}",
+        losses
+            .iter()
+            .find(|r| **r != zk_recipes::LossReason::SessionExpired)
+    );
+    println!("1,000 holders heard of the expiry within {heard:?}");
+    let released = within("1,000 releases after the expiry", 30, async {
+        let mut errors = 0;
+        for guard in guards {
+            if guard.release().await.is_err() {
+                errors += 1;
+            }
+        }
+        errors
+    })
+    .await;
+    assert_eq!(released, 1000, "every release says the session expired");
+    let again = within("a key locked on the next session", 30, space.lock("k7"))
+        .await
+        .unwrap();
+    assert_ne!(again.session_id(), first);
+    again.release().await.unwrap();
+    session.close().await;
+}
+
+/// Awaits every future in turn, all within one bound.
+async fn futures_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(Box::pin(f));
+    }
+    within("every lost() to resolve", 30, async {
+        let mut out = Vec::with_capacity(set.len());
+        for f in set {
+            out.push(f.await);
+        }
+        out
+    })
+    .await
+}
