@@ -53,10 +53,13 @@ pub const ZK_IMAGE_VAR: &str = "ZK_IMAGE";
 /// The image the harness runs: `ZK_IMAGE` if set, else the local image of `ZK_VERSION`
 /// ([`DEFAULT_IMAGE`] for 3.8, the default; [`LOCAL_IMAGE_3_9`] for 3.9).
 ///
-/// The harness passes its settings both as `ZK_*` variables (read by the default image's
-/// entrypoint) and as the official `zookeeper` image's `ZOO_*` variables, so that image
-/// should work as well; it has not been tested here (no registry to pull it from), and its
-/// JVM caches failed DNS lookups for 10 s, which can slow an ensemble's first election.
+/// The harness passes its settings in the official `zookeeper` image's interface (`ZOO_MY_ID`,
+/// `ZOO_SERVERS`, `ZOO_TICK_TIME`, `ZOO_CFG_EXTRA`, `ZOO_4LW_COMMANDS_WHITELIST`, `JVMFLAGS`;
+/// data in `/data` and `/datalog`), which the local images speak too, so `ZK_IMAGE=zookeeper:3.9`
+/// takes the same code path that every test here runs. The local images are the default
+/// because they need no registry; the official image is untested here (no registry to pull it
+/// from), and its JVM caches failed DNS lookups for 10 s, which can slow an ensemble's first
+/// election.
 ///
 /// ```
 /// // With ZK_IMAGE unset:

@@ -1,9 +1,11 @@
 //! Real ZooKeeper servers and ensembles in Docker, for tests, with fault injection.
 //!
 //! The harness of zk-recipes' integration tests, usable by anyone testing ZooKeeper code.
-//! It runs real ZooKeeper 3.8 servers, not a fake, and lets a test break them in the ways
-//! production breaks: kill, graceful stop and restart, freeze (`docker pause`), network
-//! cuts, session expiry.
+//! It runs real ZooKeeper servers (3.8 or 3.9, built locally from Debian's packages, or the
+//! official `zookeeper` image), not a fake, and lets a test break them in the ways production
+//! breaks: kill, graceful stop and restart, freeze (`docker pause`), network cuts, session
+//! expiry. The containers are configured through the official image's variables (`ZOO_*`,
+//! `JVMFLAGS`, `/data`, `/datalog`), which the local images speak too.
 //!
 //! # A server per test
 //!

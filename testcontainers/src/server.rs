@@ -75,7 +75,7 @@ pub struct ServerOptions {
 
 /// Where images keep ZooKeeper's data: the default image's data directory, and the official
 /// image's data and log directories.
-const DATA_DIRS: [&str; 3] = ["/var/lib/zookeeper", "/data", "/datalog"];
+const DATA_DIRS: [&str; 2] = ["/data", "/datalog"];
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -157,10 +157,11 @@ impl ServerOptions {
         self
     }
 
-    /// Adds an environment variable to the container, e.g. `ZK_JAVA_OPTS`.
+    /// Adds an environment variable to the container, e.g. `JVMFLAGS` (the JVM's options, in
+    /// both the local and the official image).
     ///
     /// ```
-    /// let opts = zk_testcontainers::ServerOptions::default().with_env("ZK_JAVA_OPTS", "-Xmx128m");
+    /// let opts = zk_testcontainers::ServerOptions::default().with_env("JVMFLAGS", "-Xmx128m");
     /// assert_eq!(opts.env.len(), 1);
     /// ```
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
@@ -391,7 +392,8 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
     ))
 }
 
-/// The container's environment: `ZK_*` for the default image, `ZOO_*` for the official one.
+/// The container's environment, in the official `zookeeper` image's interface (`ZOO_*`,
+/// `JVMFLAGS`), which the local image speaks too: one code path for either image.
 fn environment(l: &Launch<'_>) -> Vec<(String, String)> {
     let o = l.opts;
     let ms = |d: Duration| d.as_millis().to_string();
@@ -402,11 +404,6 @@ fn environment(l: &Launch<'_>) -> Vec<(String, String)> {
     };
     let (id, servers) = l.member.unwrap_or((1, ""));
     let mut env = vec![
-        ("ZK_SERVER_ID", id.to_string()),
-        ("ZK_SERVERS", servers.to_owned()),
-        ("ZK_TICK_TIME", ms(o.tick_time)),
-        ("ZK_INIT_LIMIT", ticks(o.init_limit)),
-        ("ZK_SYNC_LIMIT", ticks(o.sync_limit)),
         ("ZOO_MY_ID", id.to_string()),
         ("ZOO_TICK_TIME", ms(o.tick_time)),
         ("ZOO_INIT_LIMIT", ticks(o.init_limit)),
@@ -420,21 +417,20 @@ fn environment(l: &Launch<'_>) -> Vec<(String, String)> {
     // election messages to everyone wait behind the blocked connect).
     let mut extra = vec![
         "quorumListenOnAllIPs=true".to_owned(),
+        "reconfigEnabled=false".to_owned(),
         format!("cnxTimeout={}", ms(scaled(Duration::from_secs(1)))),
+        format!(
+            "maxSessionTimeout={}",
+            ms(o.max_session_timeout.unwrap_or(Duration::from_secs(60)))
+        ),
     ];
     if let Some(min) = o.min_session_timeout {
-        env.push(("ZK_MIN_SESSION_TIMEOUT", ms(min)));
         extra.push(format!("minSessionTimeout={}", ms(min)));
-    }
-    if let Some(max) = o.max_session_timeout {
-        env.push(("ZK_MAX_SESSION_TIMEOUT", ms(max)));
-        extra.push(format!("maxSessionTimeout={}", ms(max)));
     }
     if l.member.is_some() {
         env.push(("ZOO_SERVERS", servers.to_owned()));
         env.push(("ZOO_STANDALONE_ENABLED", "false".to_owned()));
     }
-    env.push(("ZK_CFG_EXTRA", extra.join(" ")));
     env.push(("ZOO_CFG_EXTRA", extra.join(" ")));
     let mut env: Vec<(String, String)> = env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     env.extend(o.env.iter().cloned());

@@ -260,7 +260,7 @@ pub async fn fast_reaper_server() -> Option<(zk_testcontainers::ZkServer, zookee
     }
     let server = zk_testcontainers::ZkServer::start_with(
         zk_testcontainers::ServerOptions::default().with_env(
-            "ZK_JAVA_OPTS",
+            "JVMFLAGS",
             "-Xmx256m -XX:+UseSerialGC -Dznode.container.checkIntervalMs=100",
         ),
     )

@@ -65,7 +65,7 @@ pub async fn ensemble() -> Option<ZkEnsemble> {
         return None;
     }
     crate::support::init_tracing(); // tracing to the test's output
-    let opts = ServerOptions::default().with_env("ZK_JAVA_OPTS", JAVA_OPTS);
+    let opts = ServerOptions::default().with_env("JVMFLAGS", JAVA_OPTS);
     Some(
         ZkEnsemble::start_with(3, opts)
             .await
