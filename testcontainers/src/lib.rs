@@ -26,6 +26,12 @@
 //! }
 //! ```
 //!
+//! # With the testcontainers API
+//!
+//! [`ZooKeeper`] implements `testcontainers`' `Image`, so a test can start a server the usual
+//! way (`ZooKeeper::default().start().await`) and still use [`expire_session`] and
+//! [`FaultProxy`] on it.
+//!
 //! # Faults
 //!
 //! [`ZkServer`] (standalone) and each [`ZkMember`] of a [`ZkEnsemble`] offer
@@ -77,6 +83,7 @@ mod ensemble;
 mod env;
 mod error;
 mod image;
+mod module;
 mod proxy;
 mod server;
 mod session;
@@ -89,6 +96,7 @@ pub use error::HarnessError;
 pub use image::{
     configured_image, ensure_image, DEFAULT_IMAGE, LOCAL_IMAGE_3_9, ZK_IMAGE_VAR, ZK_VERSION_VAR,
 };
+pub use module::{ZooKeeper, CLIENT_PORT};
 pub use proxy::{opcode, Direction, FaultProxy, Request};
 pub use server::{ServerMode, ServerOptions, ZkMember, ZkServer};
 pub use session::{chroot, expire_session, CHROOT_ROOT};

@@ -316,3 +316,56 @@ async fn the_local_image_runs_the_zookeeper_version_asked_for() {
         );
     }
 }
+
+/// A server started through the ordinary testcontainers API, with the harness's fault helpers
+/// on it: a client connects, its session is expired on demand, and the container is frozen and
+/// thawed with testcontainers' own `pause` / `unpause`.
+#[tokio::test]
+async fn a_server_started_with_the_testcontainers_api_takes_the_fault_helpers() {
+    use testcontainers::runners::AsyncRunner;
+    if not_run() {
+        return;
+    }
+    let image = zk_testcontainers::ZooKeeper::default();
+    zk_testcontainers::ensure_image(&image.reference())
+        .await
+        .unwrap();
+    let server = image.start().await.unwrap();
+    let port = server
+        .get_host_port_ipv4(zk_testcontainers::CLIENT_PORT)
+        .await
+        .unwrap();
+    let connect_string = format!("127.0.0.1:{port}");
+    let client = connect(&connect_string, Duration::from_secs(4)).await;
+    client.create("/a", b"1", &PERSISTENT).await.unwrap();
+    assert_eq!(client.get_data("/a").await.unwrap().0, b"1");
+
+    let mut watcher = client.state_watcher();
+    expire_session(&connect_string, client.session())
+        .await
+        .unwrap();
+    wait_for_state(
+        &mut watcher,
+        SessionState::Expired,
+        scaled(Duration::from_secs(20)),
+    )
+    .await;
+
+    let client = connect(&connect_string, Duration::from_secs(4)).await;
+    let mut watcher = client.state_watcher();
+    server.pause().await.unwrap();
+    wait_for_state(
+        &mut watcher,
+        SessionState::Disconnected,
+        scaled(Duration::from_secs(20)),
+    )
+    .await;
+    server.unpause().await.unwrap();
+    wait_for_state(
+        &mut watcher,
+        SessionState::SyncConnected,
+        scaled(Duration::from_secs(20)),
+    )
+    .await;
+    assert_eq!(client.get_data("/a").await.unwrap().0, b"1");
+}
