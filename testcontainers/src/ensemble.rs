@@ -258,6 +258,75 @@ impl ZkEnsemble {
         }
     }
 
+    /// The member that leads, as [`leader`](Self::leader) finds it.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// ensemble.leader_member().await?.kill().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader_member(&self) -> Result<&ZkMember, HarnessError> {
+        Ok(&self.members[self.leader().await?])
+    }
+
+    /// The member a client session (by ZooKeeper's session id) is connected to, from each
+    /// member's `cons`; `None` when no member lists it (disconnected, or closed).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: zookeeper_client::Client) -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// if let Some(member) = ensemble.member_of_session(client.session_id().0).await? {
+    ///     member.disconnect().await?; // cut off the client's own server
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn member_of_session(
+        &self,
+        session_id: i64,
+    ) -> Result<Option<&ZkMember>, HarnessError> {
+        let needle = format!("sid={session_id:#x}");
+        for member in &self.members {
+            // A member that does not answer (stopped, frozen, cut off) serves nobody now.
+            if let Ok(cons) = member.four_letter("cons").await {
+                if cons.contains(&needle) {
+                    return Ok(Some(member));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Stops every member at once (a graceful stop each, as [`ZkMember::stop`]): the whole
+    /// ensemble is down, its data kept.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// ensemble.stop().await?;
+    /// ensemble.start_again().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn stop(&self) -> Result<(), HarnessError> {
+        let stopped = futures::future::join_all(self.members.iter().map(|m| m.stop())).await;
+        stopped.into_iter().collect()
+    }
+
+    /// Starts every member again at once (same data, same connect strings) and waits until
+    /// all of them serve again (within 60 s, [`scaled`](crate::scaled)).
+    ///
+    /// ```no_run
+    /// # async fn demo(ensemble: zk_testcontainers::ZkEnsemble) -> Result<(), zk_testcontainers::HarnessError> {
+    /// ensemble.start_again().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_again(&self) -> Result<(), HarnessError> {
+        let started = futures::future::join_all(self.members.iter().map(|m| m.start_again())).await;
+        started.into_iter().collect::<Result<(), HarnessError>>()?;
+        self.wait_for_all_serving(crate::scaled(Duration::from_secs(60)))
+            .await
+    }
+
     /// Waits until exactly one member leads and a majority of members serve (leader plus
     /// followers). `timeout` is used as given: wrap it in [`scaled`](crate::scaled).
     ///

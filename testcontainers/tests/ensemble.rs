@@ -139,3 +139,52 @@ async fn disconnected_member_rejoins_the_ensemble() {
         .await
         .unwrap();
 }
+
+/// Curator `TestingCluster`-style operations: the leader as a member, the member a session is
+/// connected to, and the whole ensemble stopped and started again with its data.
+#[tokio::test]
+async fn the_ensemble_finds_its_leader_and_a_sessions_member_and_restarts_whole() {
+    if not_run() {
+        return;
+    }
+    let ensemble = ZkEnsemble::start(3).await.unwrap();
+    let leader = ensemble.leader_member().await.unwrap();
+    assert_eq!(leader.mode().await.unwrap(), ServerMode::Leader);
+
+    // A client of member 1 alone: the ensemble finds it there.
+    let client = connect(
+        &ensemble.member(1).connect_string(),
+        Duration::from_secs(30),
+    )
+    .await;
+    client.create("/kept", b"1", &PERSISTENT).await.unwrap();
+    let found = ensemble
+        .member_of_session(client.session_id().0)
+        .await
+        .unwrap()
+        .expect("the session's member");
+    assert_eq!(found.container_name(), ensemble.member(1).container_name());
+    assert!(ensemble.member_of_session(0x7777).await.unwrap().is_none());
+
+    // The whole ensemble down, then up again with its data; the session survives the outage.
+    let mut watcher = client.state_watcher();
+    ensemble.stop().await.unwrap();
+    for i in 0..3 {
+        assert!(
+            ensemble.member(i).mode().await.is_err(),
+            "member {i} still answers"
+        );
+    }
+    ensemble.start_again().await.unwrap();
+    let (data, _) = eventually(
+        "the client to read again",
+        scaled(Duration::from_secs(30)),
+        || client.get_data("/kept"),
+    )
+    .await;
+    assert_eq!(data, b"1");
+    assert_eq!(
+        watcher.peek_state(),
+        zookeeper_client::SessionState::SyncConnected
+    );
+}
