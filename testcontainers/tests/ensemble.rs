@@ -167,7 +167,7 @@ async fn the_ensemble_finds_its_leader_and_a_sessions_member_and_restarts_whole(
     assert!(ensemble.member_of_session(0x7777).await.unwrap().is_none());
 
     // The whole ensemble down, then up again with its data; the session survives the outage.
-    let mut watcher = client.state_watcher();
+    let watcher = client.state_watcher();
     ensemble.stop().await.unwrap();
     for i in 0..3 {
         assert!(
