@@ -3,9 +3,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinSet;
-
-use crate::server::{four_letter_at, launch, Launch, POLL_INTERVAL, POLL_TIMEOUT};
+use crate::server::{launch, Launch, POLL_INTERVAL, POLL_TIMEOUT};
 use crate::{docker, image, scaled, HarnessError, ServerMode, ServerOptions, ZkMember};
 
 /// An ensemble of N members (typically 3 or 5) on a private Docker network, where members
@@ -203,31 +201,7 @@ impl ZkEnsemble {
     /// ```
     pub async fn modes(&self) -> Vec<Result<ServerMode, HarnessError>> {
         let limit = scaled(POLL_TIMEOUT);
-        let mut tasks = JoinSet::new();
-        for (i, member) in self.members.iter().enumerate() {
-            let port = member.host_port();
-            tasks.spawn(async move {
-                let mode = four_letter_at(port, "srvr", limit)
-                    .await
-                    .and_then(|answer| {
-                        ServerMode::parse(&answer).ok_or_else(|| {
-                            HarnessError::Container(format!(
-                                "no Mode in the srvr answer {answer:?}"
-                            ))
-                        })
-                    });
-                (i, mode)
-            });
-        }
-        let mut modes: Vec<Result<ServerMode, HarnessError>> = (0..self.members.len())
-            .map(|_| Err(HarnessError::Quorum("not asked".into())))
-            .collect();
-        while let Some(done) = tasks.join_next().await {
-            if let Ok((i, mode)) = done {
-                modes[i] = mode;
-            }
-        }
-        modes
+        futures::future::join_all(self.members.iter().map(|m| m.mode_within(limit))).await
     }
 
     /// Index of the current leader: the one member whose `srvr` says `Mode: leader`. Asks
