@@ -21,7 +21,7 @@ use super::ServerOptions;
 use super::{CLIENT_PORT, DEFAULT_NETWORK, FOUR_LETTER_TIMEOUT, POLL_INTERVAL, POLL_TIMEOUT};
 
 /// One ZooKeeper server in a container, with the fault-injection operations. This is what
-/// [`ZkEnsemble::member`](crate::ZkEnsemble::member) returns, and what a [`ZkServer`]
+/// [`ZkEnsemble::member`](crate::ZkEnsemble::member) returns, and what a [`ZkServer`](crate::ZkServer)
 /// dereferences to: the operations below work the same on both.
 ///
 /// The client port is published on `127.0.0.1` at a host port chosen once, so the connect

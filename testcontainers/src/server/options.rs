@@ -43,7 +43,7 @@ pub struct ServerOptions {
     /// Ensembles: how long a follower may lag or be silent before the leader drops it, and
     /// a silent leader before its followers drop it (`syncLimit`, in ticks after
     /// [`scaled`](crate::scaled)). Default 3 s: a member cut off by
-    /// [`disconnect`](ZkMember::disconnect) is noticed this fast.
+    /// [`disconnect`](crate::ZkMember::disconnect) is noticed this fast.
     pub sync_limit: Duration,
     /// Extra environment variables for the container (they win over the harness's own).
     pub env: Vec<(String, String)>,
