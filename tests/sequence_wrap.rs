@@ -62,7 +62,7 @@ async fn server_near_the_wrap(classpath: &str) -> ZkServer {
     .await;
     let server = ZkServer::start().await.unwrap();
     server.stop().await.unwrap();
-    let target = format!("{}:/var/lib/zookeeper/version-2/", server.container_name());
+    let target = format!("{}:/data/version-2/", server.container_name());
     run(tokio::process::Command::new("docker")
         .arg("cp")
         .arg(snapshot.path().join("version-2/."))

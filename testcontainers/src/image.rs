@@ -8,7 +8,7 @@ use testcontainers::bollard::Docker;
 use crate::{docker, HarnessError};
 
 /// The image built by `image/build.sh` by default: ZooKeeper 3.8 from Debian (bookworm), no
-/// registry needed. Its data directory `/var/lib/zookeeper` is a volume. `ZK_VERSION=3.9` picks
+/// registry needed. Its data directories `/data` and `/datalog` are volumes. `ZK_VERSION=3.9` picks
 /// [`LOCAL_IMAGE_3_9`] instead.
 ///
 /// ```no_run
