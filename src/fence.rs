@@ -206,6 +206,8 @@ pub struct FencedWrite<'c> {
     writer: zk::CheckWriter<'c>,
     epoch: Arc<Epoch>,
     guard: String,
+    /// The grant's suspension count (see `LossPolicy::Suspension`).
+    since: u64,
 }
 
 impl fmt::Debug for FencedWrite<'_> {
@@ -217,14 +219,23 @@ impl fmt::Debug for FencedWrite<'_> {
 }
 
 impl<'c> FencedWrite<'c> {
-    pub(crate) fn new(client: &'c zk::Client, epoch: Arc<Epoch>, guard: String) -> Result<Self> {
+    /// `version`: the grant's node must be at this data version (our nodes are made at 0; a
+    /// change by someone else ends the grants whose waiters read it as a release).
+    pub(crate) fn new(
+        client: &'c zk::Client,
+        epoch: Arc<Epoch>,
+        guard: String,
+        version: Option<i32>,
+        since: u64,
+    ) -> Result<Self> {
         let writer = client
-            .new_check_writer(&guard, None)
+            .new_check_writer(&guard, version)
             .map_err(|e| epoch.error(e, &guard))?;
         Ok(FencedWrite {
             writer,
             epoch,
             guard,
+            since,
         })
     }
 
@@ -232,7 +243,9 @@ impl<'c> FencedWrite<'c> {
     ///
     /// # Errors
     ///
-    /// [`Error::Lost`] when the grant's node is gone (nothing was written),
+    /// [`Error::Lost`] when the grant is lost: its node is gone or was changed by someone else,
+    /// or (under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the connection was
+    /// suspended since the grant (nothing was written),
     /// [`Error::SessionExpired`] or [`Error::SessionClosed`] when its session is over,
     /// [`Error::ConnectionLost`] when the connection broke before the answer (the writes may
     /// or may not have been made: read back), and [`Error::Zk`] when one of the operations
@@ -256,11 +269,21 @@ impl<'c> FencedWrite<'c> {
             writer,
             epoch,
             guard,
+            since,
         } = self;
+        // A grant lost under the session's policy (a suspension, under `Suspension`) writes
+        // nothing, even while its node is still there.
+        if !epoch.holds(since) {
+            return Err(if epoch.is_lost() {
+                epoch.over()
+            } else {
+                Error::Lost { path: guard }
+            });
+        }
         match writer.commit().await {
             Ok(results) => Ok(results),
             Err(zk::CheckWriteError::CheckFailed {
-                source: zk::Error::NoNode,
+                source: zk::Error::NoNode | zk::Error::BadVersion,
             }) => Err(if epoch.is_lost() {
                 epoch.over()
             } else {

@@ -26,7 +26,7 @@ pub enum LossReason {
     /// The node was deleted by someone else (an operator, a script).
     NodeDeleted,
     /// The node's data was changed by someone else (an operator, Curator's `Revoker`). In the
-    /// recipes whose holders release with a data change (mutex, read/write lock, semaphore),
+    /// recipes whose holders release with a data change (mutex, keyed lock, read/write lock),
     /// the contender behind takes that for a release and proceeds.
     NodeChanged,
 }
@@ -141,7 +141,7 @@ impl Grant {
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
-    /// assert!(guard.path().starts_with("/locks/orders-42/_c_"));
+    /// assert!(guard.path().starts_with("/locks/orders-42/lock-"));
     /// # }
     /// ```
     pub fn path(&self) -> &str {
@@ -255,7 +255,14 @@ impl Grant {
     /// [`Error::Zk`](crate::Error::Zk) if the client refuses the node's path (a client with
     /// another chroot than the grant's session).
     pub fn fenced_write<'c>(&self, client: &'c zk::Client) -> Result<FencedWrite<'c>> {
-        FencedWrite::new(client, self.epoch.clone(), self.path.clone())
+        let version = (self.on_change == OnChange::Lost).then_some(0);
+        FencedWrite::new(
+            client,
+            self.epoch.clone(),
+            self.path.clone(),
+            version,
+            self.since,
+        )
     }
 
     /// What the node's watch has seen, if it is set.
@@ -267,9 +274,10 @@ impl Grant {
     fn watch_node(&self) -> watch::Receiver<Option<LossReason>> {
         let (tx, rx) = watch::channel(None);
         let (epoch, path, on_change) = (self.epoch.clone(), self.path.clone(), self.on_change);
+        let czxid = self.czxid;
         tokio::spawn(async move {
             tokio::select! {
-                reason = watch_taken(&epoch, &path, on_change) => { let _ = tx.send(Some(reason)); }
+                reason = watch_taken(&epoch, &path, on_change, czxid) => { let _ = tx.send(Some(reason)); }
                 _ = tx.closed() => {}
             }
         });
@@ -317,16 +325,28 @@ impl Drop for Grant {
 
 /// Resolves when `path` is observed deleted (or changed, where that ends the grant); pends
 /// forever once the session is over (the caller races it against the session's own signal).
-async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange) -> LossReason {
+async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange, czxid: i64) -> LossReason {
     loop {
-        let Ok(watched) = epoch
+        let watched = match epoch
             .retry(path, |c| async move { c.check_and_watch_stat(path).await })
             .await
-        else {
-            return std::future::pending().await;
+        {
+            Ok(watched) => watched,
+            // A run of broken connections on a session that lives on: look again once it is
+            // back (the session's end is the caller's other signal).
+            Err(crate::Error::ConnectionLost) => {
+                epoch.until_reconnected().await;
+                if epoch.is_lost() {
+                    return std::future::pending().await;
+                }
+                continue;
+            }
+            Err(_) => return std::future::pending().await,
         };
         let watcher = match watched {
             (None, _) => return LossReason::NodeDeleted,
+            // Another node at our path (ours is gone) is not ours.
+            (Some(stat), _) if stat.czxid != czxid => return LossReason::NodeDeleted,
             // Our node is created at data version 0; only a change makes it another.
             (Some(stat), _) if on_change == OnChange::Lost && stat.version != 0 => {
                 return LossReason::NodeChanged

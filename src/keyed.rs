@@ -11,9 +11,21 @@ use crate::grant::Grant;
 use crate::guard::Guard;
 use crate::key;
 use crate::mutex::never_none;
+use crate::path::Naming;
 use crate::path::ZkPath;
-use crate::queue::{Queue, Wait};
+use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
+
+/// The mutex's rule, on Curator's protected names (`_c_{uuid}-lock-NNNNNNNNNN`): a reaped
+/// directory starts its sequence again, so a plain `lock-0000000000` would name a node of every
+/// incarnation, and a stale grant's delete or check could hit the next holder's node; the
+/// uuid makes every node's path unique.
+const RULE: Rule = Rule {
+    names: &["lock-"],
+    decide: exclusive,
+    naming: Naming::Protected,
+    head_release: true,
+};
 
 /// How long a key's directory is taken to exist after a lock of it, so its create can be left
 /// out of the next acquisition's burst. Well below the server's reaping interval
@@ -33,8 +45,8 @@ const RECENT_KEYS: usize = 4096;
 /// the contender's node and its listing, so a key never seen costs about one round trip like a
 /// known one, and the server reaps the directory once its last contender is gone: a million
 /// orders locked once leave no znode. Within a key it is [`ZkMutex`](crate::ZkMutex): FIFO,
-/// one waiter woken per release, one write per handoff, the same node names (`lock-NNNNNNNNNN`)
-/// and Curator's layout (`InterProcessMutex` on `{space}/{key}` with
+/// one waiter woken per release, one write per handoff, Curator's node names
+/// (`_c_{uuid}-lock-NNNNNNNNNN`, unique across the directory's incarnations) and layout (`InterProcessMutex` on `{space}/{key}` with
 /// `creatingParentContainersIfNeeded()` excludes a Rust worker locking `key`).
 ///
 /// # Tokens: creation zxids
@@ -211,9 +223,7 @@ impl ZkLockSpace {
         let dir = ZkPath::new(self.space.child(&name))?;
         let fresh = !self.recent().seen(&name);
         let queue = Queue::container(&self.session, dir, fresh);
-        let acquired = queue
-            .acquire(crate::mutex::RULE, crate::mutex::RULE.names[0], &[], wait)
-            .await;
+        let acquired = queue.acquire(RULE, RULE.names[0], &[], wait).await;
         match &acquired {
             Ok(_) => self.recent().saw(name),
             Err(_) => self.recent().forget(&name),

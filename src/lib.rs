@@ -52,7 +52,8 @@
 //!   round trip (the next waiter holds without a read), cancel-safe acquires,
 //!   `'static` guards ([`Guard`]) that dereference to a [`Grant`]: [`Grant::token`],
 //!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
-//!   (`_c_{uuid}-lock-NNNNNNNNNN`), so Rust and Java workers can share a lock.
+//!   (`lock-NNNNNNNNNN`, ordered by the suffix as Curator orders its `_c_{uuid}-lock-` nodes),
+//!   so Rust and Java workers can share a lock.
 //! - [`ZkLockSpace`]: a lock per key (`lock("order-42")`) whose directory the server reaps once
 //!   idle, with the contender node's creation zxid as its token (it keeps growing across
 //!   reaping).

@@ -8,8 +8,10 @@ use crate::guard::Guard;
 use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
 
-/// Curator's `InterProcessMutex` names its nodes `_c_{uuid}-lock-NNNNNNNNNN`; so do we, so
-/// that Rust and Java workers exclude each other on one path.
+/// Curator's `InterProcessMutex` names its nodes `_c_{uuid}-lock-NNNNNNNNNN` and orders them by
+/// the suffix after `lock-`; ours are `lock-NNNNNNNNNN` (the attempt's id in the data), so Rust
+/// and Java workers exclude each other on one path, and a waiter's predecessor has a name that
+/// its sequence tells.
 pub(crate) const RULE: Rule = Rule {
     names: &["lock-"],
     decide: exclusive,

@@ -171,6 +171,7 @@ impl Queue {
 /// Our node, parsed, its czxid, and the children listed right after its creation.
 type Found = (OwnedNode, Contender, i64, Vec<String>);
 
+#[derive(Clone)]
 struct CreateTask {
     session: Session,
     epoch: Arc<Epoch>,
@@ -299,14 +300,44 @@ impl CreateTask {
                 }
                 Err(e) if connection_lost(&e) => {
                     // The create may have happened with its reply lost: look for our uuid.
-                    self.epoch.after_loss(&mut losses).await?;
-                    if let Some(found) = self.find_ours(&names).await? {
-                        return Ok(found);
+                    let found = match self.epoch.after_loss(&mut losses).await {
+                        Ok(()) => self.find_ours(&names).await,
+                        Err(err) => Err(err),
+                    };
+                    match found {
+                        Ok(Some(found)) => return Ok(found),
+                        Ok(None) => {}
+                        Err(err) => {
+                            // We give up on the caller's behalf, but a node that was made
+                            // must not stay for the session's lifetime ahead of everyone.
+                            self.clone().abandon();
+                            return Err(err);
+                        }
                     }
                 }
                 Err(err) => return Err(self.epoch.error(err, root)),
             }
         }
+    }
+
+    /// In the background: finds the node this attempt may have made (once the connection is
+    /// back) and deletes it; stops when it is known not to be there or the session is over.
+    fn abandon(self) {
+        tokio::spawn(async move {
+            let names = [self.name];
+            for _ in 0..100 {
+                self.epoch.until_reconnected().await;
+                if self.epoch.is_lost() {
+                    return;
+                }
+                match self.find_ours(&names).await {
+                    // Dropping it deletes it in the background.
+                    Ok(Some(_found)) => return,
+                    Ok(None) => return,
+                    Err(_) => continue,
+                }
+            }
+        });
     }
 
     async fn list_again(&self) -> Result<Vec<String>> {
@@ -335,6 +366,17 @@ impl CreateTask {
     /// name, or in its data for plain names) and by an `ephemeralOwner` that is our session (a
     /// node from another session is not ours).
     async fn find_ours(&self, names: &[&'static str]) -> Result<Option<Found>> {
+        // The server we reconnected to may not have applied our create yet (it went through
+        // another one): catch up with the leader first.
+        let root = self.root.as_str();
+        let synced = self
+            .epoch
+            .retry(root, |c| async move { c.sync(root).await })
+            .await;
+        match synced {
+            Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),
+            other => other?,
+        }
         let children = match self.list_again().await {
             // A keyed lock's directory that is not there holds no node of ours.
             Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),

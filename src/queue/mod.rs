@@ -1,6 +1,7 @@
 //! The contender queue every recipe stands on (see `ARCHITECTURE.md`).
 //!
-//! A contender creates `{root}/_c_{uuid}-{name}` as EPHEMERAL_SEQUENTIAL, lists the children,
+//! A contender creates `{root}/{name}` (plain, the mutex family) or `{root}/_c_{uuid}-{name}`
+//! (Curator's protected form) as EPHEMERAL_SEQUENTIAL, lists the children,
 //! orders those matching the recipe's names by sequence, and asks the recipe's [`Rule`] whether
 //! it holds or which single node it must watch. When the watched node goes, it decides again on
 //! what it already knows before listing again: removing nodes ahead of a contender can only let

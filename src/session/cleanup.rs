@@ -39,11 +39,13 @@ pub(super) struct Cleanup {
 }
 
 impl Epoch {
-    /// Deletes a contender node of ours on this session, retrying across disconnects (within
-    /// the budget of [`Epoch::retry`]). Once the session is over there is nothing to do: the
-    /// server deletes ephemeral nodes with it, and this answers the session's end.
+    /// Deletes a contender node of ours on this session, retrying across disconnects for as
+    /// long as the session lives (a node left behind would block its queue for the session's
+    /// lifetime; a delete is small, so no server refuses it by closing the connection). Once
+    /// the session is over there is nothing to do: the server deletes ephemeral nodes with it,
+    /// and this answers the session's end.
     pub async fn delete(&self, path: &str, how: Release) -> Result<Deleted> {
-        let mut losses = 0;
+        let mut losses = 0u32;
         loop {
             let client = self.client()?;
             match delete_contender(&client, path, how).await {
@@ -56,7 +58,8 @@ impl Epoch {
                 Err(zk::Error::NoNode) => return Ok(Deleted::Before),
                 Err(e) if connection_lost(&e) => {
                     drop(client);
-                    self.after_loss(&mut losses).await?;
+                    losses += 1;
+                    self.until_reconnected().await;
                 }
                 Err(err) => return Err(self.error(err, path)),
             }

@@ -131,6 +131,16 @@ impl Epoch {
         Ok(())
     }
 
+    /// After a broken connection, for the requests that must not give up while the session
+    /// lives (deleting our own nodes): waits until the session is connected again or over,
+    /// with no budget. Bounded all the same: a session that cannot reconnect is given up
+    /// after a session timeout.
+    pub async fn until_reconnected(&self) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut rx = self.state.subscribe();
+        let _ = rx.wait_for(|s| *s != EpochState::Suspended).await;
+    }
+
     /// Registers a grant's node; returns the suspension count the grant is made under.
     pub fn register(&self, path: &str) -> u64 {
         let mut grants = lock(&self.grants);
@@ -164,6 +174,12 @@ impl Epoch {
     /// Whether a grant made under suspension count `since` still holds under the policy.
     pub fn holds(&self, since: u64) -> bool {
         let state = *self.state.borrow();
+        self.holds_in(state, since)
+    }
+
+    /// [`holds`](Self::holds) for a state already read (inside the channel's own closures,
+    /// which run under its lock: reading the channel again there could deadlock).
+    fn holds_in(&self, state: EpochState, since: u64) -> bool {
         match self.policy {
             _ if state == EpochState::Lost => false,
             LossPolicy::Expiry => true,
@@ -180,7 +196,7 @@ impl Epoch {
     /// Resolves when a grant made under suspension count `since` must count as lost.
     pub async fn lost(&self, since: u64) {
         let mut rx = self.state.subscribe();
-        let _ = rx.wait_for(|_| !self.holds(since)).await;
+        let _ = rx.wait_for(|state| !self.holds_in(*state, since)).await;
     }
 
     /// Resolves when the ZooKeeper session is over (expired, given up or closed).
