@@ -94,7 +94,7 @@ use machine::{cpu_model, load_average, utc_now};
 use measure::now_ns;
 use report::Report;
 use rounds::{run_round, Setup};
-use throughput::run_locks;
+use throughput::{run_locks, Layout};
 use waiters::child_waiters;
 use zk::{delete_tree, four_letter, mkdir};
 
@@ -209,7 +209,16 @@ async fn main() {
     eprintln!("bench: warming the server up...");
     for lib in rust.iter().filter_map(|p| p.lib()) {
         let dir = format!("{root}/warm-up/{}", lib.key());
-        run_locks(lib, &connect, &dir, (1, CONTENDERS), &warm, None).await;
+        run_locks(
+            lib,
+            &connect,
+            &dir,
+            (1, CONTENDERS),
+            Layout::Roots,
+            &warm,
+            None,
+        )
+        .await;
     }
 
     let setup = Setup {

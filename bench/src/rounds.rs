@@ -9,7 +9,7 @@ use crate::args::{Args, Peer, Workload};
 use crate::curator::{self, CuratorPeer};
 use crate::floor::{measure_floor, Floor};
 use crate::handover::{run_handover, HandoverFigures};
-use crate::throughput::{run_locks, Figures};
+use crate::throughput::{run_locks, Figures, Layout};
 use crate::waiters::{run_waiters, WaiterFigures};
 use crate::zk::mkdir;
 use crate::{CONTENDERS, GRID};
@@ -105,7 +105,8 @@ pub async fn run_round(
                         Workload::Contended8 => (1, CONTENDERS),
                         _ => GRID,
                     };
-                    let figures = run_locks(lib, connect, &path, shape, args, None).await;
+                    let figures =
+                        run_locks(lib, connect, &path, shape, Layout::Roots, args, None).await;
                     round.locks.insert((peer, workload), figures);
                 }
                 (None, Workload::Handover) => {
