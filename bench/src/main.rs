@@ -71,6 +71,7 @@ mod curator;
 mod diagnostics;
 mod floor;
 mod handover;
+mod keys;
 mod locks;
 mod machine;
 mod measure;
@@ -90,6 +91,7 @@ use zookeeper_client as zkc;
 use args::{Args, Peer};
 use census::Census;
 use diagnostics::census_rounds;
+use keys::child_keys;
 use machine::{cpu_model, load_average, utc_now};
 use measure::now_ns;
 use report::Report;
@@ -120,6 +122,14 @@ async fn main() {
             std::process::exit(2);
         };
         child_waiters(lib, &connect, path, args.waiters, &census).await;
+        return;
+    }
+    if args.child_keys {
+        let (Some(connect), Some(path)) = (args.external(), &args.path) else {
+            eprintln!("bench: --child-keys needs --connect and --path");
+            std::process::exit(2);
+        };
+        child_keys(&connect, path, args.keys).await;
         return;
     }
     let load_start = load_average();
@@ -249,6 +259,8 @@ async fn main() {
         }
         Err(why) => (None, Some(why)),
     };
+    // Once per run, on a server of their own (its reaper runs every 100 ms) while this one idles.
+    let keyed = keys::run_once(&args, &root).await;
     let report = Report {
         date,
         machine: cpu_model(),
@@ -260,6 +272,7 @@ async fn main() {
         rust,
         rounds,
         round_trips,
+        keyed,
         curator_version,
         curator_skipped,
     };
