@@ -37,6 +37,9 @@ pub struct Report {
     pub curator_skipped: Option<String>,
 }
 
+/// Writes a row of the table: the workload's label, the metric's, then a cell per column.
+type Row = dyn Fn(&mut String, &str, &str, Vec<String>);
+
 /// How a figure is shown.
 #[derive(Clone, Copy)]
 enum Show {
@@ -767,7 +770,7 @@ impl Report {
     }
 
     /// The rows of the keyed workloads run once per run (`keys-left`, `keys-memory`).
-    fn keyed_rows(&self, t: &mut String, row: &dyn Fn(&mut String, &str, &str, Vec<String>)) {
+    fn keyed_rows(&self, t: &mut String, row: &Row) {
         let not = || "not measured".to_owned();
         if let Some(left) = &self.keyed.left {
             let per_key = |l: &Option<crate::keys::Left>, what: &str| match (&left.error, l) {
@@ -1295,7 +1298,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
