@@ -26,7 +26,10 @@ use crate::locks::Lib;
         bench/run.sh --json bench.json        (installs Curator when missing, then runs this)\n  \
         cargo run --release -p zk-recipes-bench -- --json bench.json\n  \
         ZK_CONNECT=127.0.0.1:2181 cargo run --release -p zk-recipes-bench -- --no-java\n  \
-        cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000"
+        cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000\n  \
+        cargo run --release -p zk-recipes-bench -- --workloads keys64x4,fresh-keys,keys-left \
+        --no-java\n  \
+        cargo run --release -p zk-recipes-bench -- --workloads keys-memory --keys 1000000"
 )]
 pub struct Args {
     /// Also write the JSON report to PATH.
