@@ -17,8 +17,8 @@ use crate::locks::Lib;
 /// waiters. Once per run, after the rounds: keys-left (znodes left per key once the server's
 /// container reaper ran, on a second, small server of its own whose reaper runs every 100 ms)
 /// and keys-memory (client RSS while locking --keys distinct keys one after another, in a child
-/// process, on that second server; about 1 ms per key, so some 2 minutes at the default
-/// 100,000).
+/// process, on that second server; three writes per key, 1 to 3 ms: 100,000 took 4.6 minutes
+/// on a busy 2-core machine, so it is not repeated per round).
 #[derive(Parser, Clone, Debug)]
 #[command(
     name = "bench",
@@ -84,8 +84,8 @@ pub struct Args {
     pub fresh_keys: u64,
 
     /// Distinct keys the keys-memory workload locks and releases one after another, once per
-    /// run, in a child process (RSS after the first 1,000 and after all of them; about 1 ms
-    /// per key).
+    /// run, in a child process (RSS after the first 1,000 and after all of them; 1 to 3 ms per
+    /// key).
     #[arg(
         long,
         value_name = "N",
@@ -132,7 +132,7 @@ pub struct Args {
 /// A library under test, as `--only` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Peer {
-    /// zk-recipes' ZkMutex and LeaderElection
+    /// zk-recipes' ZkMutex, ZkLockSpace and LeaderElection
     #[value(name = "zk-recipes")]
     ZkRecipes,
     /// zookeeper-client's Client::lock

@@ -79,9 +79,9 @@
 //!     space counted; skipped with `--connect`;
 //!   - client memory (`keys-memory`): a fresh child process locks and releases `--keys`
 //!     (100,000) distinct keys of one `ZkLockSpace` one after another on one session: RSS after
-//!     the first 1,000 and after all of them, and every tenth of the way. About 1 ms a key on
-//!     an idle machine (a couple of minutes at the default), which is why it runs once per run
-//!     and not in every round; with `--connect` it runs on that ensemble (and leaves its
+//!     the first 1,000 and after all of them, and every tenth of the way. Three writes a key,
+//!     1 to 3 ms (100,000 took 4.6 minutes on a busy 2-core machine), which is why it runs once
+//!     per run and not in every round; with `--connect` it runs on that ensemble (and leaves its
 //!     reaper that many empty containers).
 //!
 //! Tracing: every run has the subscriber a service would have, a `tracing_subscriber` `fmt`
