@@ -7,10 +7,18 @@ use clap::{Parser, ValueEnum};
 
 use crate::locks::Lib;
 
-/// Benchmarks zk-recipes' `ZkMutex` against zookeeper-client's `Client::lock` and Apache
-/// Curator's `InterProcessMutex`, and its `LeaderElection` against Curator's `LeaderLatch`, on
-/// one ZooKeeper server (a fresh ZooKeeper 3.8 container, or
-/// the ensemble of `--connect` / `ZK_CONNECT`), and prints a table and the same figures as JSON.
+/// Benchmarks zk-recipes' `ZkMutex` and `ZkLockSpace` (a lock per key) against
+/// zookeeper-client's `Client::lock` and Apache Curator's `InterProcessMutex`, and its
+/// `LeaderElection` against Curator's `LeaderLatch`, on one ZooKeeper server (a fresh ZooKeeper
+/// 3.8 container, or the ensemble of `--connect` / `ZK_CONNECT`), and prints a table and the
+/// same figures as JSON.
+///
+/// Workloads of the rounds: uncontended, contended8, locks64x4, keys64x4, fresh-keys, handover,
+/// waiters. Once per run, after the rounds: keys-left (znodes left per key once the server's
+/// container reaper ran, on a second, small server of its own whose reaper runs every 100 ms)
+/// and keys-memory (client RSS while locking --keys distinct keys one after another, in a child
+/// process, on that second server; three writes per key, 1 to 3 ms: 100,000 took 4.6 minutes
+/// on a busy 2-core machine, so it is not repeated per round).
 #[derive(Parser, Clone, Debug)]
 #[command(
     name = "bench",
@@ -18,7 +26,10 @@ use crate::locks::Lib;
         bench/run.sh --json bench.json        (installs Curator when missing, then runs this)\n  \
         cargo run --release -p zk-recipes-bench -- --json bench.json\n  \
         ZK_CONNECT=127.0.0.1:2181 cargo run --release -p zk-recipes-bench -- --no-java\n  \
-        cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000"
+        cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000\n  \
+        cargo run --release -p zk-recipes-bench -- --workloads keys64x4,fresh-keys,keys-left \
+        --no-java\n  \
+        cargo run --release -p zk-recipes-bench -- --workloads keys-memory --keys 1000000"
 )]
 pub struct Args {
     /// Also write the JSON report to PATH.
@@ -61,6 +72,28 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub waiters: usize,
 
+    /// Never-seen keys each library locks and releases one after another in each round's
+    /// fresh-keys window (then locks again at once, for the relocked figures). At most 4,096
+    /// for the relock to find every key in ZkLockSpace's memory of recent keys.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 500,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub fresh_keys: u64,
+
+    /// Distinct keys the keys-memory workload locks and releases one after another, once per
+    /// run, in a child process (RSS after the first 1,000 and after all of them; 1 to 3 ms per
+    /// key).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 100_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub keys: u64,
+
     /// Skip the Curator peer (no Java).
     #[arg(long)]
     pub no_java: bool,
@@ -87,6 +120,10 @@ pub struct Args {
     #[arg(long, value_name = "LIB", hide = true, value_enum)]
     pub child_waiters: Option<Peer>,
 
+    /// Internal: run the keys-memory workload in this (child) process.
+    #[arg(long, hide = true)]
+    pub child_keys: bool,
+
     /// Internal (child): the lock path.
     #[arg(long, hide = true)]
     pub path: Option<String>,
@@ -95,7 +132,7 @@ pub struct Args {
 /// A library under test, as `--only` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Peer {
-    /// zk-recipes' ZkMutex and LeaderElection
+    /// zk-recipes' ZkMutex, ZkLockSpace and LeaderElection
     #[value(name = "zk-recipes")]
     ZkRecipes,
     /// zookeeper-client's Client::lock
@@ -118,12 +155,25 @@ pub enum Workload {
     /// 64 locks x 4 contenders (4 sessions)
     #[value(name = "locks64x4")]
     Locks64x4,
+    /// 64 keys of one lock space x 4 contenders (4 sessions): ZkLockSpace, Client::lock with
+    /// its key directories made on demand
+    #[value(name = "keys64x4")]
+    Keys64x4,
+    /// never-seen keys locked one after another on one session, then locked again at once
+    #[value(name = "fresh-keys")]
+    FreshKeys,
     /// many waiters on one lock and one session, in a child process
     #[value(name = "waiters")]
     Waiters,
     /// leader handover between two sessions (LeaderElection, Curator's LeaderLatch)
     #[value(name = "handover")]
     Handover,
+    /// once per run: znodes left per key after the container reaper ran (own server)
+    #[value(name = "keys-left")]
+    KeysLeft,
+    /// once per run: client RSS over --keys distinct keys, in a child process (own server)
+    #[value(name = "keys-memory")]
+    KeysMemory,
 }
 
 impl Peer {
@@ -158,11 +208,13 @@ impl Peer {
 }
 
 impl Workload {
-    /// Every workload, in the order a round runs them.
-    pub const ALL: [Workload; 5] = [
+    /// Every workload of the rounds, in the order a round runs them.
+    pub const ALL: [Workload; 7] = [
         Workload::Uncontended,
         Workload::Contended8,
         Workload::Locks64x4,
+        Workload::Keys64x4,
+        Workload::FreshKeys,
         Workload::Handover,
         Workload::Waiters,
     ];
@@ -172,8 +224,12 @@ impl Workload {
             Workload::Uncontended => "uncontended",
             Workload::Contended8 => "contended8",
             Workload::Locks64x4 => "locks64x4",
+            Workload::Keys64x4 => "keys64x4",
+            Workload::FreshKeys => "fresh-keys",
             Workload::Waiters => "waiters",
             Workload::Handover => "handover",
+            Workload::KeysLeft => "keys-left",
+            Workload::KeysMemory => "keys-memory",
         }
     }
 }

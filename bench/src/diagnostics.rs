@@ -11,7 +11,7 @@ use crate::handover::run_handover;
 use crate::locks::Lib;
 use crate::measure::Latency;
 use crate::stats::median;
-use crate::throughput::run_locks;
+use crate::throughput::{run_locks, Layout};
 use crate::CONTENDERS;
 
 /// Where the time of a `ZkMutex` handoff goes, from a census log of one lock (medians, µs).
@@ -285,6 +285,7 @@ pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Arg
         connect,
         &format!("{dir}/one"),
         (1, 1),
+        Layout::Roots,
         &short,
         Some(census),
     )
@@ -296,6 +297,7 @@ pub async fn census_rounds(connect: &str, dir: &str, census: &Census, args: &Arg
         connect,
         &format!("{dir}/eight"),
         (1, CONTENDERS),
+        Layout::Roots,
         &short,
         Some(census),
     )

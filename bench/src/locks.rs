@@ -1,10 +1,13 @@
-//! The Rust locks under test behind one interface: `ZkMutex` and zookeeper-client's
-//! `Client::lock`; and `LeaderElection`'s candidates. Every use of the library's lock and
-//! election API is in this file.
+//! The Rust locks under test behind one interface: `ZkMutex`, `ZkLockSpace` (a lock per key)
+//! and zookeeper-client's `Client::lock`; and `LeaderElection`'s candidates. Every use of the
+//! library's lock and election API is in this file.
 
 use std::sync::Arc;
 
-use zk_recipes::{LeaderElection, Leadership, Session, SessionOptions, ZkMutex, ZkMutexGuard};
+use zk_recipes::{
+    LeaderElection, Leadership, Session, SessionOptions, ZkLockSpace, ZkLockSpaceGuard, ZkMutex,
+    ZkMutexGuard,
+};
 use zookeeper_client as zkc;
 
 /// A Rust lock implementation.
@@ -64,7 +67,8 @@ impl Conn {
         }
     }
 
-    /// A contender on `path` over this session.
+    /// A contender on `path` over this session: a `ZkMutex` root, or for `Client::lock` a
+    /// directory that must exist.
     pub fn locker(&self, path: &str) -> Locker {
         match self {
             Conn::Ours(session) => Locker::Ours(Arc::new(
@@ -73,6 +77,74 @@ impl Conn {
             Conn::ClientLock(client) => Locker::ClientLock {
                 client: client.clone(),
                 dir: path.to_owned(),
+                parents: None,
+            },
+        }
+    }
+
+    /// A lock per key under `space` over this session: a `ZkLockSpace`, or `Client::lock` on
+    /// `{space}/{key}`, whose missing directories it creates as `parents` say (the space itself
+    /// must exist for it to make only the key's directory).
+    pub fn space(&self, space: &str, parents: Parents) -> Space {
+        match self {
+            Conn::Ours(session) => Space::Ours(Arc::new(
+                ZkLockSpace::new(session, space).expect("a valid lock space path"),
+            )),
+            Conn::ClientLock(client) => Space::ClientLock {
+                client: client.clone(),
+                space: space.to_owned(),
+                parents,
+            },
+        }
+    }
+}
+
+/// How `Client::lock` creates a key's missing directory (`LockOptions::with_ancestor_options`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parents {
+    /// Persistent: it stays after the key's last use.
+    Persistent,
+    /// A container: the server reaps it once empty (like `ZkLockSpace`'s and Curator's
+    /// `creatingParentContainersIfNeeded`).
+    Container,
+}
+
+impl Parents {
+    fn mode(self) -> zkc::CreateMode {
+        match self {
+            Parents::Persistent => zkc::CreateMode::Persistent,
+            Parents::Container => zkc::CreateMode::Container,
+        }
+    }
+}
+
+/// A lock per key (see [`Conn::space`]).
+#[derive(Clone)]
+pub enum Space {
+    Ours(Arc<ZkLockSpace>),
+    ClientLock {
+        client: zkc::Client,
+        space: String,
+        parents: Parents,
+    },
+}
+
+impl Space {
+    /// A contender on `key`.
+    pub fn locker(&self, key: &str) -> Locker {
+        match self {
+            Space::Ours(space) => Locker::Keyed {
+                space: space.clone(),
+                key: key.to_owned(),
+            },
+            Space::ClientLock {
+                client,
+                space,
+                parents,
+            } => Locker::ClientLock {
+                client: client.clone(),
+                dir: format!("{space}/{key}"),
+                parents: Some(*parents),
             },
         }
     }
@@ -81,12 +153,22 @@ impl Conn {
 /// One contender on one lock.
 pub enum Locker {
     Ours(Arc<ZkMutex>),
-    ClientLock { client: zkc::Client, dir: String },
+    Keyed {
+        space: Arc<ZkLockSpace>,
+        key: String,
+    },
+    ClientLock {
+        client: zkc::Client,
+        dir: String,
+        /// How a missing directory is made; `None`: it must exist.
+        parents: Option<Parents>,
+    },
 }
 
 /// A held lock.
 pub enum Held {
     Ours(ZkMutexGuard),
+    Keyed(ZkLockSpaceGuard),
     ClientLock { client: zkc::Client, path: String },
 }
 
@@ -99,10 +181,24 @@ impl Locker {
                 .await
                 .map(Held::Ours)
                 .map_err(|e| format!("ZkMutex::lock: {e}")),
-            Locker::ClientLock { client, dir } => {
+            Locker::Keyed { space, key } => space
+                .lock(key)
+                .await
+                .map(Held::Keyed)
+                .map_err(|e| format!("ZkLockSpace::lock: {e}")),
+            Locker::ClientLock {
+                client,
+                dir,
+                parents,
+            } => {
                 let prefix = zkc::LockPrefix::new_curator(dir, "lock-")
                     .map_err(|e| format!("LockPrefix: {e}"))?;
-                let options = zkc::LockOptions::new(zkc::Acls::anyone_all());
+                let mut options = zkc::LockOptions::new(zkc::Acls::anyone_all());
+                if let Some(parents) = parents {
+                    options = options
+                        .with_ancestor_options(parents.mode().with_acls(zkc::Acls::anyone_all()))
+                        .map_err(|e| format!("LockOptions: {e}"))?;
+                }
                 let lock = client
                     .lock(prefix, b"", options)
                     .await
@@ -126,6 +222,7 @@ impl Held {
     pub async fn release(self) -> Result<(), String> {
         match self {
             Held::Ours(guard) => guard.release().await.map_err(|e| format!("release: {e}")),
+            Held::Keyed(guard) => guard.release().await.map_err(|e| format!("release: {e}")),
             Held::ClientLock { client, path } => client
                 .delete(&path, None)
                 .await

@@ -1,4 +1,5 @@
-//! Benchmarks of `ZkMutex` against its peers on one ZooKeeper server (issues #7 and #13).
+//! Benchmarks of `ZkMutex` and `ZkLockSpace` against their peers on one ZooKeeper server
+//! (issues #7, #13 and #14).
 //!
 //! ```text
 //! bench/run.sh --json bench.json     # installs Curator if missing, then runs:
@@ -8,8 +9,10 @@
 //! ```
 //!
 //! Flags (`--help` describes them): `--json PATH`, `--measure SECS`, `--warmup SECS`,
-//! `--rounds N`, `--waiters N`, `--no-java`, `--data-in-memory`, `--only LIBS`,
-//! `--workloads LIST`, and `--connect HOST:PORT` for an existing ensemble.
+//! `--rounds N`, `--waiters N`, `--fresh-keys N`, `--keys N`, `--no-java`, `--data-in-memory`,
+//! `--only LIBS`, `--workloads LIST` (uncontended, contended8, locks64x4, keys64x4, fresh-keys,
+//! handover, waiters, keys-left, keys-memory), and `--connect HOST:PORT` for an existing
+//! ensemble.
 //! `BENCH_MEASURE_SECS`, `BENCH_WARMUP_SECS` and `ZK_CONNECT` do the same as `--measure`,
 //! `--warmup` and `--connect`.
 //!
@@ -36,12 +39,23 @@
 //!     handoff latency (from the holder calling release to the next holder's grant, both
 //!     timestamps taken in this process);
 //!   - 64 locks x 4 contenders (4 sessions, each contending on all 64 locks): cycles/s;
+//!   - 64 keys x 4 contenders (`keys64x4`): the same on 64 keys of one `ZkLockSpace` (each
+//!     session its own space value), and for `Client::lock` on `{space}/key-N` with
+//!     `LockOptions::with_ancestor_options` making the key's directory on demand as a
+//!     container (the space made beforehand); no Curator; cycles/s;
 //!   - client CPU per 1,000 cycles (`/proc/self/stat` around the measurement window; for the
 //!     Java peer, the JVM's process CPU time, JIT and GC included);
 //!   - the server's transaction-log syncs per cycle and writes per sync in the window (the
 //!     sync count of `mntr`, `zk_cnt_sync_processor_batch_size`, and the zxid of `srvr`, read
 //!     around the window on both sides): the server syncs its log on one thread, so a cycle
 //!     costs at least its syncs, and the 8-contender cycle is printed against them;
+//! - fresh keys (`fresh-keys`, `ZkLockSpace` and `Client::lock` as in `keys64x4`): one session
+//!   locks and releases `--fresh-keys` (500) never-seen keys one after another (new names every
+//!   round), then the same keys again at once, in the same order (a few seconds later: within
+//!   `ZkLockSpace`'s 10 s memory of recent keys and the server's 60 s reaping interval); acquire
+//!   p50/p99 of each pass ("fresh", "relock"), cycles/s, and the server's writes and log syncs
+//!   per cycle. The keys' directories are deleted afterwards, unmeasured, so that the server's
+//!   reaper does not delete them during a later window;
 //! - 1,000 waiters on one lock, on one session, in a fresh child process each (so one
 //!   workload's freed memory does not flatter the next): RSS delta per waiter
 //!   (`/proc/self/status`) once ZooKeeper reports every waiter's watch (`wchs`), and for
@@ -51,6 +65,24 @@
 //!   handoff's time goes, from the library's tracing events with timestamps (a separate short
 //!   run with a layer of its own that takes every level; DEBUG events such as `"watch fired"`
 //!   are among them).
+//!
+//! - once per run, after the rounds and the census, on a second server of their own (a small
+//!   ZooKeeper container whose container reaper runs every 100 ms,
+//!   `-Dznode.container.checkIntervalMs=100`, started for them and stopped after; the main
+//!   server keeps the default 60 s, because a fast reaper deletes the keys' directories between
+//!   the fresh and the relock pass and adds its deletes to every window's writes):
+//!   - znodes left per key (`keys-left`): 200 keys used once in each of four layouts
+//!     (`ZkLockSpace`, a `ZkMutex` per key, `Client::lock` with persistent and with container
+//!     directories), then two reaper scans awaited on watch events (an emptied container of
+//!     our own, made after the last release, deleted by the reaper, twice: the second scan
+//!     started after the first had sent all its deletes), then the znodes under each layout's
+//!     space counted; skipped with `--connect`;
+//!   - client memory (`keys-memory`): a fresh child process locks and releases `--keys`
+//!     (100,000) distinct keys of one `ZkLockSpace` one after another on one session: RSS after
+//!     the first 1,000 and after all of them, and every tenth of the way. Three writes a key,
+//!     1 to 3 ms (100,000 took 4.6 minutes on a busy 2-core machine), which is why it runs once
+//!     per run and not in every round; with `--connect` it runs on that ensemble (and leaves its
+//!     reaper that many empty containers).
 //!
 //! Tracing: every run has the subscriber a service would have, a `tracing_subscriber` `fmt`
 //! layer at INFO writing to `std::io::sink`, so the figures include what the library's events
@@ -71,6 +103,7 @@ mod curator;
 mod diagnostics;
 mod floor;
 mod handover;
+mod keys;
 mod locks;
 mod machine;
 mod measure;
@@ -90,11 +123,12 @@ use zookeeper_client as zkc;
 use args::{Args, Peer};
 use census::Census;
 use diagnostics::census_rounds;
+use keys::child_keys;
 use machine::{cpu_model, load_average, utc_now};
 use measure::now_ns;
 use report::Report;
 use rounds::{run_round, Setup};
-use throughput::run_locks;
+use throughput::{run_locks, Layout};
 use waiters::child_waiters;
 use zk::{delete_tree, four_letter, mkdir};
 
@@ -120,6 +154,14 @@ async fn main() {
             std::process::exit(2);
         };
         child_waiters(lib, &connect, path, args.waiters, &census).await;
+        return;
+    }
+    if args.child_keys {
+        let (Some(connect), Some(path)) = (args.external(), &args.path) else {
+            eprintln!("bench: --child-keys needs --connect and --path");
+            std::process::exit(2);
+        };
+        child_keys(&connect, path, args.keys).await;
         return;
     }
     let load_start = load_average();
@@ -209,7 +251,16 @@ async fn main() {
     eprintln!("bench: warming the server up...");
     for lib in rust.iter().filter_map(|p| p.lib()) {
         let dir = format!("{root}/warm-up/{}", lib.key());
-        run_locks(lib, &connect, &dir, (1, CONTENDERS), &warm, None).await;
+        run_locks(
+            lib,
+            &connect,
+            &dir,
+            (1, CONTENDERS),
+            Layout::Roots,
+            &warm,
+            None,
+        )
+        .await;
     }
 
     let setup = Setup {
@@ -240,6 +291,8 @@ async fn main() {
         }
         Err(why) => (None, Some(why)),
     };
+    // Once per run, on a server of their own (its reaper runs every 100 ms) while this one idles.
+    let keyed = keys::run_once(&args, &root).await;
     let report = Report {
         date,
         machine: cpu_model(),
@@ -251,6 +304,7 @@ async fn main() {
         rust,
         rounds,
         round_trips,
+        keyed,
         curator_version,
         curator_skipped,
     };

@@ -1,14 +1,16 @@
 //! The report: the table and the JSON, every figure as its median over the rounds with its
-//! spread, and the targets of issues #7 and #13 judged on the medians.
+//! spread, and the targets of issues #7, #13 and #14 judged on the medians.
 
 use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
 use crate::args::{Args, Peer, Workload};
+use crate::curator;
 use crate::diagnostics::{Breakdown, RoundTrips};
 use crate::floor::FloorFigures;
 use crate::handover::HandoverFigures;
+use crate::keys::{remembered, FreshFigures, KeyedOnce, LeftFigures, MemoryFigures};
 use crate::rounds::Round;
 use crate::stats::{median, ratio, Spread};
 use crate::throughput::Figures;
@@ -27,11 +29,16 @@ pub struct Report {
     pub rust: Vec<Peer>,
     pub rounds: Vec<Round>,
     pub round_trips: RoundTrips,
+    /// The keyed workloads run once per run (`keys-left`, `keys-memory`).
+    pub keyed: KeyedOnce,
     /// Curator's version, when its peer ran.
     pub curator_version: Option<String>,
     /// Why the Curator peer did not run.
     pub curator_skipped: Option<String>,
 }
+
+/// Writes a row of the table: the workload's label, the metric's, then a cell per column.
+type Row = dyn Fn(&mut String, &str, &str, Vec<String>);
 
 /// How a figure is shown.
 #[derive(Clone, Copy)]
@@ -131,7 +138,7 @@ const WRITES_PER_SYNC: Metric<Figures> = Metric {
 };
 
 /// The lock workloads: their label in the table and their figures.
-fn lock_sections() -> [(Workload, &'static str, Vec<Metric<Figures>>); 3] {
+fn lock_sections() -> [(Workload, &'static str, Vec<Metric<Figures>>); 4] {
     [
         (
             Workload::Uncontended,
@@ -164,6 +171,79 @@ fn lock_sections() -> [(Workload, &'static str, Vec<Metric<Figures>>); 3] {
             "64 locks x 4",
             vec![CYCLES, CPU, SYNCS, WRITES_PER_SYNC],
         ),
+        (
+            Workload::Keys64x4,
+            "64 keys x 4",
+            vec![CYCLES, CPU, SYNCS, WRITES_PER_SYNC],
+        ),
+    ]
+}
+
+const FRESH_P50: Metric<FreshFigures> = Metric {
+    key: "fresh_acquire_p50_us",
+    label: "fresh acquire p50",
+    get: |f| f.fresh.p50,
+    show: Show::Ms,
+};
+const RELOCK_P50: Metric<FreshFigures> = Metric {
+    key: "relock_acquire_p50_us",
+    label: "relock acquire p50",
+    get: |f| f.relock.p50,
+    show: Show::Ms,
+};
+
+fn fresh_metrics() -> [Metric<FreshFigures>; 10] {
+    [
+        FRESH_P50,
+        Metric {
+            key: "fresh_acquire_p99_us",
+            label: "fresh acquire p99",
+            get: |f| f.fresh.p99,
+            show: Show::Ms,
+        },
+        Metric {
+            key: "fresh_cycles_per_s",
+            label: "fresh cycles/s",
+            get: |f| f.fresh_cycles_per_s,
+            show: Show::Whole,
+        },
+        Metric {
+            key: "fresh_server_writes_per_cycle",
+            label: "fresh writes/cyc",
+            get: FreshFigures::fresh_writes_per_cycle,
+            show: Show::Dec(2),
+        },
+        Metric {
+            key: "fresh_server_log_syncs_per_cycle",
+            label: "fresh syncs/cyc",
+            get: FreshFigures::fresh_syncs_per_cycle,
+            show: Show::Dec(2),
+        },
+        RELOCK_P50,
+        Metric {
+            key: "relock_acquire_p99_us",
+            label: "relock acquire p99",
+            get: |f| f.relock.p99,
+            show: Show::Ms,
+        },
+        Metric {
+            key: "relock_cycles_per_s",
+            label: "relock cycles/s",
+            get: |f| f.relock_cycles_per_s,
+            show: Show::Whole,
+        },
+        Metric {
+            key: "relock_server_writes_per_cycle",
+            label: "relock writes/cyc",
+            get: FreshFigures::relock_writes_per_cycle,
+            show: Show::Dec(2),
+        },
+        Metric {
+            key: "relock_server_log_syncs_per_cycle",
+            label: "relock syncs/cyc",
+            get: FreshFigures::relock_syncs_per_cycle,
+            show: Show::Dec(2),
+        },
     ]
 }
 
@@ -282,34 +362,51 @@ fn floor_metrics() -> [Metric<FloorFigures>; 11] {
     ]
 }
 
-/// A target: a ratio of two figures, judged on the ratio of their medians over the rounds.
+/// How a target compares its figure with its bound.
+#[derive(Clone, Copy)]
+enum Cmp {
+    AtLeast,
+    AtMost,
+    Below,
+}
+
+/// A target: a ratio of two figures, judged on the ratio of their medians over the rounds; or
+/// (with a unit) a figure measured once per run, judged on itself.
 struct Target {
-    name: &'static str,
-    /// `>= bound` (or `<=`).
-    at_least: bool,
+    name: String,
+    cmp: Cmp,
     bound: f64,
-    /// The ratio of the medians.
+    /// `None`: a ratio (`x`); else the figure's unit.
+    unit: Option<&'static str>,
+    /// The ratio of the medians (or the figure).
     ratio: Option<f64>,
-    /// Each round's own ratio, for the spread.
+    /// Each round's own ratio, for the spread (empty for a figure of the whole run).
     per_round: Vec<Option<f64>>,
 }
 
 impl Target {
     fn wanted(&self) -> String {
-        format!(
-            "{} {:.2}x",
-            if self.at_least { ">=" } else { "<=" },
-            self.bound
-        )
+        let cmp = match self.cmp {
+            Cmp::AtLeast => ">=",
+            Cmp::AtMost => "<=",
+            Cmp::Below => "<",
+        };
+        format!("{cmp} {}", self.value(self.bound))
+    }
+
+    /// A ratio or figure as the table shows it.
+    fn value(&self, v: f64) -> String {
+        match self.unit {
+            None => format!("{v:.2}x"),
+            Some(unit) => format!("{v:.2} {unit}"),
+        }
     }
 
     fn met(&self) -> Option<bool> {
-        self.ratio.map(|r| {
-            if self.at_least {
-                r >= self.bound
-            } else {
-                r <= self.bound
-            }
+        self.ratio.map(|r| match self.cmp {
+            Cmp::AtLeast => r >= self.bound,
+            Cmp::AtMost => r <= self.bound,
+            Cmp::Below => r < self.bound,
         })
     }
 }
@@ -320,6 +417,11 @@ impl Round {
         self.locks
             .get(&(peer, workload))
             .filter(|f| f.error.is_none())
+    }
+
+    /// A fresh-keys window's figures, unless it failed.
+    pub fn fresh(&self, peer: Peer) -> Option<&FreshFigures> {
+        self.fresh.get(&peer).filter(|f| f.error.is_none())
     }
 
     /// A handover window's figures, unless it failed.
@@ -352,6 +454,20 @@ impl Report {
         }))
     }
 
+    fn fresh_spread(&self, peer: Peer, m: &Metric<FreshFigures>) -> Option<Spread> {
+        Spread::of(self.rounds.iter().map(|r| r.fresh(peer).and_then(m.get)))
+    }
+
+    /// `keys-left`'s figures, unless it failed.
+    fn left(&self) -> Option<&LeftFigures> {
+        self.keyed.left.as_ref().filter(|l| l.error.is_none())
+    }
+
+    /// `keys-memory`'s figures, unless it failed.
+    fn memory(&self) -> Option<&MemoryFigures> {
+        self.keyed.memory.as_ref().filter(|m| m.error.is_none())
+    }
+
     fn handover_spread(&self, peer: Peer, m: &Metric<HandoverFigures>) -> Option<Spread> {
         Spread::of(self.rounds.iter().map(|r| r.handover(peer).and_then(m.get)))
     }
@@ -368,16 +484,17 @@ impl Report {
     /// A target on `num / den`, each taken from every round.
     fn target(
         &self,
-        name: &'static str,
+        name: &str,
         at_least: bool,
         bound: f64,
         num: impl Fn(&Round) -> Option<f64>,
         den: impl Fn(&Round) -> Option<f64>,
     ) -> Target {
         Target {
-            name,
-            at_least,
+            name: name.to_owned(),
+            cmp: if at_least { Cmp::AtLeast } else { Cmp::AtMost },
             bound,
+            unit: None,
             ratio: ratio(
                 median(self.rounds.iter().map(&num)),
                 median(self.rounds.iter().map(&den)),
@@ -430,6 +547,56 @@ impl Report {
                 |r: &Round| r.handover(Peer::ZkRecipes).and_then(HANDOVER_P50.get),
                 write,
             ),
+            self.target(
+                "fresh key acquire p50 vs one write",
+                false,
+                1.5,
+                |r: &Round| r.fresh(Peer::ZkRecipes).and_then(FRESH_P50.get),
+                write,
+            ),
+            self.target(
+                "relocked key acquire p50 vs one write",
+                false,
+                1.1,
+                |r: &Round| r.fresh(Peer::ZkRecipes).and_then(RELOCK_P50.get),
+                write,
+            ),
+            self.target(
+                "64 keys x 4: cycles/s vs 64 ZkMutex roots",
+                true,
+                0.9,
+                ours(Workload::Keys64x4, CYCLES),
+                ours(Workload::Locks64x4, CYCLES),
+            ),
+            self.target(
+                "64 keys x 4: cycles/s vs Client::lock",
+                true,
+                1.0,
+                ours(Workload::Keys64x4, CYCLES),
+                peer(Peer::ClientLock, Workload::Keys64x4, CYCLES),
+            ),
+            Target {
+                name: "znodes left per key after the reaper ran".into(),
+                cmp: Cmp::AtMost,
+                bound: 0.0,
+                unit: Some("znodes"),
+                ratio: self
+                    .left()
+                    .and_then(|l| l.zk_lock_space.as_ref())
+                    .map(|l| l.per_key),
+                per_round: Vec::new(),
+            },
+            Target {
+                name: format!(
+                    "RSS after {} keys minus after 1,000",
+                    thousands(self.args.keys)
+                ),
+                cmp: Cmp::Below,
+                bound: 2.0,
+                unit: Some("MiB"),
+                ratio: self.memory().map(|m| m.growth_kib as f64 / 1024.0),
+                per_round: Vec::new(),
+            },
         ]
     }
 
@@ -517,6 +684,12 @@ impl Report {
                 let cells = columns
                     .iter()
                     .map(|&peer| {
+                        if peer == Peer::Curator
+                            && self.measured(peer)
+                            && !curator::supports(workload)
+                        {
+                            return "not measured".into();
+                        }
                         let failed = self.rounds.iter().any(|r| {
                             r.locks
                                 .get(&(peer, workload))
@@ -526,6 +699,25 @@ impl Report {
                     })
                     .collect();
                 row(&mut t, if i == 0 { label } else { "" }, m.label, cells);
+            }
+        }
+        if self.args.runs_workload(Workload::FreshKeys) {
+            let label = format!("{} fresh keys", thousands(self.args.fresh_keys));
+            for (i, m) in fresh_metrics().iter().enumerate() {
+                let cells = columns
+                    .iter()
+                    .map(|&peer| match peer {
+                        Peer::Curator if self.measured(peer) => "not measured".into(),
+                        _ => {
+                            let failed = self
+                                .rounds
+                                .iter()
+                                .any(|r| r.fresh.get(&peer).is_some_and(|f| f.error.is_some()));
+                            self.cell(peer, self.fresh_spread(peer, m), m.show, failed)
+                        }
+                    })
+                    .collect();
+                row(&mut t, if i == 0 { &label } else { "" }, m.label, cells);
             }
         }
         if self.args.runs_workload(Workload::Handover) {
@@ -571,9 +763,78 @@ impl Report {
                 row(&mut t, if i == 0 { &label } else { "" }, m.label, cells);
             }
         }
+        self.keyed_rows(&mut t, &row);
         let _ = writeln!(t);
         self.lines_after_the_table(&mut t);
         t
+    }
+
+    /// The rows of the keyed workloads run once per run (`keys-left`, `keys-memory`).
+    fn keyed_rows(&self, t: &mut String, row: &Row) {
+        let not = || "not measured".to_owned();
+        if let Some(left) = &self.keyed.left {
+            let per_key = |l: &Option<crate::keys::Left>, what: &str| match (&left.error, l) {
+                (Some(_), _) => "error".to_owned(),
+                (None, Some(l)) => format!("{:.2} {what}", l.per_key),
+                (None, None) => "-".to_owned(),
+            };
+            let label = format!("{} keys once, reaped", left.keys);
+            row(
+                t,
+                &label,
+                "znodes left/key",
+                vec![
+                    per_key(&left.zk_lock_space, "ZkLockSpace"),
+                    per_key(&left.client_lock_persistent_parents, "persistent dirs"),
+                    not(),
+                ],
+            );
+            row(
+                t,
+                "",
+                "(other layouts)",
+                vec![
+                    per_key(&left.zk_mutex_per_key, "ZkMutex/key"),
+                    per_key(&left.client_lock_container_parents, "container dirs"),
+                    not(),
+                ],
+            );
+        }
+        if let Some(memory) = &self.keyed.memory {
+            let label = format!("{} keys, 1 sess.", thousands(memory.keys));
+            let ours = |v: Option<f64>, show: Show| match (&memory.error, v) {
+                (Some(_), _) => "error".to_owned(),
+                (None, v) => show.opt(v),
+            };
+            let mib = |kib: i64| Some(kib as f64 / 1024.0);
+            let m = self.memory();
+            let rows: [(&str, Option<f64>, Show); 4] = [
+                (
+                    "RSS growth, MiB",
+                    m.map(|m| m.growth_kib).and_then(mib),
+                    Show::Dec(2),
+                ),
+                (
+                    "RSS at 1k, MiB",
+                    m.and_then(|m| mib(m.rss_first_1000_kib as i64)),
+                    Show::Dec(1),
+                ),
+                (
+                    "RSS at end, MiB",
+                    m.and_then(|m| mib(m.rss_all_kib as i64)),
+                    Show::Dec(1),
+                ),
+                ("cycles/s", m.and_then(|m| m.cycles_per_s), Show::Whole),
+            ];
+            for (i, (metric, v, show)) in rows.into_iter().enumerate() {
+                row(
+                    t,
+                    if i == 0 { &label } else { "" },
+                    metric,
+                    vec![ours(v, show), not(), not()],
+                );
+            }
+        }
     }
 
     /// The ratios, the diagnostics, the problems and the targets.
@@ -645,6 +906,7 @@ impl Report {
             vs_log(client),
             vs_log(curator),
         );
+        self.keyed_lines(t);
         let rt = &self.round_trips;
         let _ = writeln!(
             t,
@@ -747,14 +1009,93 @@ impl Report {
                 .iter()
                 .map(|r| r.map_or("-".into(), |r| format!("{r:.2}")))
                 .collect();
+            let rounds = match target.unit {
+                None => format!("[{}]", rounds.join(" ")),
+                Some(_) => "(once per run)".to_owned(),
+            };
             let _ = writeln!(
                 t,
-                "  {:<44} {:>7}  [{}]  wanted {}  {}",
+                "  {:<44} {:>7}  {}  wanted {}  {}",
                 target.name,
-                x(target.ratio),
-                rounds.join(" "),
+                target.ratio.map_or("-".into(), |r| target.value(r)),
+                rounds,
                 target.wanted(),
                 verdict
+            );
+        }
+    }
+
+    /// What the keyed figures say against one write and each other, and where the once-per-run
+    /// ones ran.
+    fn keyed_lines(&self, t: &mut String) {
+        let x = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
+        let (ours, client) = (Peer::ZkRecipes, Peer::ClientLock);
+        let write = self.write_rtt();
+        if self.args.runs_workload(Workload::FreshKeys) {
+            let fresh = |p: Peer, m: &Metric<FreshFigures>| {
+                ratio(self.fresh_spread(p, m).map(|s| s.median), write)
+            };
+            let age = self
+                .rounds
+                .iter()
+                .filter_map(|r| r.fresh(ours).map(|f| f.relock_age_max_s))
+                .fold(0.0, f64::max);
+            let _ = writeln!(
+                t,
+                "fresh keys vs one write (medians): ZkLockSpace fresh {}, relocked {} | \
+                 Client::lock fresh {}, relocked {} | a relock came at most {age:.1} s after the \
+                 key's first lock (ZkLockSpace remembers a key for 10 s)",
+                x(fresh(ours, &FRESH_P50)),
+                x(fresh(ours, &RELOCK_P50)),
+                x(fresh(client, &FRESH_P50)),
+                x(fresh(client, &RELOCK_P50)),
+            );
+        }
+        if self.args.runs_workload(Workload::Keys64x4) {
+            let cps = |p: Peer, w: Workload| self.lock_median(p, w, &CYCLES);
+            let _ = writeln!(
+                t,
+                "64 keys x 4 cycles/s (medians): ZkLockSpace {} of 64 ZkMutex roots, {} of \
+                 Client::lock's keys | Client::lock's keys {} of its 64 roots",
+                x(ratio(
+                    cps(ours, Workload::Keys64x4),
+                    cps(ours, Workload::Locks64x4)
+                )),
+                x(ratio(
+                    cps(ours, Workload::Keys64x4),
+                    cps(client, Workload::Keys64x4)
+                )),
+                x(ratio(
+                    cps(client, Workload::Keys64x4),
+                    cps(client, Workload::Locks64x4)
+                )),
+            );
+        }
+        let server = self.keyed.server.as_deref().unwrap_or("-");
+        if let Some(left) = self.left() {
+            let _ = writeln!(
+                t,
+                "keys-left (once per run, on {server}; reaper every {} ms): each layout's {} keys \
+                 locked and released once, then two reaper scans awaited ({:.1} s from the last \
+                 release to the count)",
+                left.reaper_interval_ms
+                    .map_or("?".into(), |ms| ms.to_string()),
+                left.keys,
+                left.waited_s
+            );
+        }
+        if let Some(m) = self.memory() {
+            let curve: Vec<String> = m
+                .curve
+                .iter()
+                .map(|(k, kib)| format!("{} {:.1}", thousands(*k), *kib as f64 / 1024.0))
+                .collect();
+            let _ = writeln!(
+                t,
+                "keys-memory (once per run, child process, on {server}): ZkLockSpace RSS in MiB \
+                 by keys done: {} ({:.0} s)",
+                curve.join(", "),
+                m.seconds
             );
         }
     }
@@ -782,6 +1123,24 @@ impl Report {
                     problems.push(format!("round {}: {} handover: {e}", i + 1, peer.title()));
                 }
             }
+            for (peer, f) in &round.fresh {
+                let what = format!("round {}: {} fresh-keys", i + 1, peer.title());
+                if let Some(e) = &f.error {
+                    problems.push(format!("{what}: {e}"));
+                } else if *peer == Peer::ZkRecipes && !remembered(f.relock_age_max_s) {
+                    problems.push(format!(
+                        "{what}: a relock came {:.1} s after the key's first lock, past \
+                         ZkLockSpace's 10 s memory (fewer --fresh-keys)",
+                        f.relock_age_max_s
+                    ));
+                }
+            }
+        }
+        if let Some(e) = self.keyed.left.as_ref().and_then(|l| l.error.as_ref()) {
+            problems.push(format!("keys-left: {e}"));
+        }
+        if let Some(e) = self.keyed.memory.as_ref().and_then(|m| m.error.as_ref()) {
+            problems.push(format!("keys-memory: {e}"));
         }
         problems
     }
@@ -809,6 +1168,13 @@ impl Report {
                     .map(|m| (m.key.to_owned(), json!(self.lock_spread(peer, workload, m))))
                     .collect();
                 workloads.insert(workload.key().into(), Value::Object(figures));
+            }
+            if self.rounds.iter().any(|r| r.fresh.contains_key(&peer)) {
+                let figures: Map<String, Value> = fresh_metrics()
+                    .iter()
+                    .map(|m| (m.key.to_owned(), json!(self.fresh_spread(peer, m))))
+                    .collect();
+                workloads.insert(Workload::FreshKeys.key().into(), Value::Object(figures));
             }
             if self.rounds.iter().any(|r| r.handover.contains_key(&peer)) {
                 let figures: Map<String, Value> = handover_metrics()
@@ -858,6 +1224,12 @@ impl Report {
                         .or_insert_with(|| Value::Object(Map::new()));
                     entry[Workload::Waiters.key()] = json!(waiters);
                 }
+                for (peer, fresh) in &round.fresh {
+                    let entry = results
+                        .entry(peer.key())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    entry[Workload::FreshKeys.key()] = json!(fresh);
+                }
                 json!({
                     "round": i + 1,
                     "order": order,
@@ -879,7 +1251,7 @@ impl Report {
                     "per_round_min": spread.map(|s| s.min),
                     "per_round_max": spread.map(|s| s.max),
                 });
-                (t.name.to_owned(), target)
+                (t.name.clone(), target)
             })
             .collect();
         let rt = &self.round_trips;
@@ -898,6 +1270,11 @@ impl Report {
                 "skipped": self.curator_skipped,
             },
             "summary": summary,
+            "keyed_once_per_run": {
+                "server": self.keyed.server,
+                "keys_left": self.keyed.left,
+                "keys_memory": self.keyed.memory,
+            },
             "per_round": per_round,
             "zk_recipes_diagnostics": {
                 "requests_per_grant_8_contenders": {
@@ -913,5 +1290,32 @@ impl Report {
             },
             "targets": targets,
         })
+    }
+}
+
+/// `n` with thousands separators (`100,000`).
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(100_000), "100,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }

@@ -9,7 +9,8 @@ use crate::args::{Args, Peer, Workload};
 use crate::curator::{self, CuratorPeer};
 use crate::floor::{measure_floor, Floor};
 use crate::handover::{run_handover, HandoverFigures};
-use crate::throughput::{run_locks, Figures};
+use crate::keys::{run_fresh_keys, FreshFigures};
+use crate::throughput::{run_locks, Figures, Layout};
 use crate::waiters::{run_waiters, WaiterFigures};
 use crate::zk::mkdir;
 use crate::{CONTENDERS, GRID};
@@ -21,8 +22,10 @@ pub struct Round {
     pub floor: Floor,
     /// Who ran in which order, workload by workload.
     pub order: Vec<(Workload, Vec<Peer>)>,
-    /// The lock workloads' windows (`uncontended`, `contended8`, `locks64x4`).
+    /// The lock workloads' windows (`uncontended`, `contended8`, `locks64x4`, `keys64x4`).
     pub locks: BTreeMap<(Peer, Workload), Figures>,
+    /// The fresh-keys workload (Rust libraries only).
+    pub fresh: BTreeMap<Peer, FreshFigures>,
     /// The waiters workload (Rust libraries only).
     pub waiters: BTreeMap<Peer, WaiterFigures>,
     /// The leader-handover workload (zk-recipes and Curator).
@@ -99,13 +102,21 @@ pub async fn run_round(
                     let figures = run_waiters(lib, connect, &path, args.waiters).await;
                     round.waiters.insert(peer, figures);
                 }
+                (Some(lib), Workload::FreshKeys) => {
+                    let figures = run_fresh_keys(lib, connect, &path, args.fresh_keys).await;
+                    round.fresh.insert(peer, figures);
+                }
                 (Some(lib), _) => {
                     let shape = match workload {
                         Workload::Uncontended => (1, 1),
                         Workload::Contended8 => (1, CONTENDERS),
                         _ => GRID,
                     };
-                    let figures = run_locks(lib, connect, &path, shape, args, None).await;
+                    let layout = match workload {
+                        Workload::Keys64x4 => Layout::Keys,
+                        _ => Layout::Roots,
+                    };
+                    let figures = run_locks(lib, connect, &path, shape, layout, args, None).await;
                     round.locks.insert((peer, workload), figures);
                 }
                 (None, Workload::Handover) => {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::args::Args;
 use crate::census::Census;
-use crate::locks::{Conn, Lib, Locker};
+use crate::locks::{Conn, Lib, Locker, Parents};
 use crate::measure::{cpu_time, now_ns, Latency};
 use crate::zk::{log_counters, log_delta, mkdir};
 
@@ -155,6 +155,18 @@ async fn contend(
     tally
 }
 
+/// How a throughput workload lays its locks out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A lock root each: `ZkMutex` on `{dir}/lock-{i}`, `Client::lock` on that directory made
+    /// beforehand.
+    Roots,
+    /// Keys of one lock space `{dir}/space`: `ZkLockSpace` (each session its own), and
+    /// `Client::lock` on `{dir}/space/key-{i}`, the key's directory made on demand as a container
+    /// (the space made beforehand).
+    Keys,
+}
+
 /// `locks` locks under `dir`, `per_lock` contenders on each; contender `i` of every lock uses
 /// session `i`. With a census, the contenders mark their releases in it.
 pub async fn run_locks(
@@ -162,6 +174,7 @@ pub async fn run_locks(
     connect: &str,
     dir: &str,
     (locks, per_lock): (usize, usize),
+    layout: Layout,
     args: &Args,
     census: Option<&Census>,
 ) -> Figures {
@@ -179,7 +192,37 @@ pub async fn run_locks(
     }
     let window = Arc::new(Window::default());
     let mut tasks = Vec::new();
+    let space = format!("{dir}/space");
+    if layout == Layout::Keys && lib == Lib::ClientLock {
+        if let Err(e) = mkdir(connect, &space).await {
+            return Figures {
+                error: Some(e),
+                ..Figures::default()
+            };
+        }
+    }
+    // Each session its own space (and so its own memory of recent keys), as separate processes
+    // would have.
+    let spaces: Vec<_> = match layout {
+        Layout::Keys => conns
+            .iter()
+            .map(|c| c.space(&space, Parents::Container))
+            .collect(),
+        Layout::Roots => Vec::new(),
+    };
     for l in 0..locks {
+        if layout == Layout::Keys {
+            let state = Arc::new(LockState::default());
+            for space in &spaces {
+                tasks.push(tokio::spawn(contend(
+                    space.locker(&format!("key-{l}")),
+                    state.clone(),
+                    window.clone(),
+                    census.cloned(),
+                )));
+            }
+            continue;
+        }
         let path = format!("{dir}/lock-{l}");
         if lib == Lib::ClientLock {
             // Client::lock needs its directory (zk-recipes creates its own).

@@ -34,6 +34,22 @@ pub async fn delete_tree(client: &zkc::Client, path: &str) {
     }
 }
 
+/// How many znodes are under `path` (itself not counted; 0 when it is gone).
+pub async fn count_tree(client: &zkc::Client, path: &str) -> Result<u64, String> {
+    let mut count = 0;
+    let mut stack = vec![path.to_owned()];
+    while let Some(node) = stack.pop() {
+        let children = match client.list_children(&node).await {
+            Ok(children) => children,
+            Err(zkc::Error::NoNode) => continue,
+            Err(e) => return Err(format!("list {node}: {e}")),
+        };
+        count += children.len() as u64;
+        stack.extend(children.into_iter().map(|c| format!("{node}/{c}")));
+    }
+    Ok(count)
+}
+
 /// The first `host:port` of a connect string.
 fn first_server(connect: &str) -> String {
     let hosts = connect.split('/').next().unwrap_or(connect);
