@@ -463,7 +463,7 @@ pub async fn run_once(args: &crate::args::Args, root: &str) -> KeyedOnce {
             );
             eprintln!("bench: keyed workloads: starting a second ZooKeeper, JVM {opts}");
             let options = ServerOptions::default()
-                .with_env("ZK_JAVA_OPTS", &opts)
+                .with_env("JVMFLAGS", &opts)
                 .with_data_in_memory(args.data_in_memory);
             match ZkServer::start_with(options).await {
                 Ok(server) => {

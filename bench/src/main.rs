@@ -132,7 +132,7 @@ use throughput::{run_locks, Layout};
 use waiters::child_waiters;
 use zk::{delete_tree, four_letter, mkdir};
 
-/// The server's JVM options (`ZK_JAVA_OPTS` of the image; `BENCH_ZK_JAVA_OPTS` overrides): the
+/// The server's JVM options (`JVMFLAGS` of the image; `BENCH_ZK_JAVA_OPTS` overrides): the
 /// image's default stops the JIT at C1 and keeps the heap small for fast test start-up, which
 /// is not how a production server runs.
 const SERVER_JAVA_OPTS: &str = "-Xms256m -Xmx512m -XX:+UseSerialGC";
@@ -180,7 +180,7 @@ async fn main() {
         None => {
             eprintln!("bench: starting ZooKeeper in Docker (zk-testcontainers), JVM {java_opts}");
             let options = ServerOptions::default()
-                .with_env("ZK_JAVA_OPTS", &java_opts)
+                .with_env("JVMFLAGS", &java_opts)
                 .with_data_in_memory(args.data_in_memory);
             match ZkServer::start_with(options).await {
                 Ok(server) => {
