@@ -212,7 +212,7 @@ impl ZkLockSpace {
         let fresh = !self.recent().seen(&name);
         let queue = Queue::container(&self.session, dir, fresh);
         let acquired = queue
-            .acquire(crate::mutex::RULE, crate::mutex::RULE.names[0], &[], wait)
+            .acquire(crate::mutex::RULE, crate::mutex::RULE.names[0], None, wait)
             .await;
         match &acquired {
             Ok(_) => self.recent().saw(name),
