@@ -39,6 +39,14 @@ impl Held {
         }
     }
 
+    /// What giving it up is called.
+    fn released(&self) -> &'static str {
+        match self {
+            Held::Leader(_) => "resigned",
+            _ => "released",
+        }
+    }
+
     async fn release(self) -> zk_recipes::Result<()> {
         match self {
             Held::Mutex(g) => g.release().await,
@@ -202,33 +210,38 @@ async fn wait_for_grant<T>(
     acquired: impl std::future::Future<Output = zk_recipes::Result<Option<T>>>,
 ) -> Result<Option<T>> {
     let deadline = timeout.map(|t| Instant::now() + t);
-    let mut acquired = std::pin::pin!(acquired);
+    let mut acquired = Box::pin(acquired);
     let say_waiting = tokio::time::sleep(SAY_WAITING_AFTER);
     tokio::pin!(say_waiting);
     let mut said = false;
-    let result = loop {
+    let outcome = loop {
         tokio::select! {
-            result = &mut acquired => break result,
+            result = &mut acquired => break Ok(result),
             () = &mut say_waiting, if !said => {
                 said = true;
                 out.event(json!({"event": "waiting", "for": what}), format!("waiting for {what}"));
             }
             () = sleep_until(deadline) => {
-                session.close().await;
                 let waited = timeout.unwrap_or_default();
-                return Err(Failure::new(exit::TIMEOUT, format!("timed out after {waited:?} waiting for {what}")));
+                break Err(Failure::new(exit::TIMEOUT, format!("timed out after {waited:?} waiting for {what}")));
             }
             signal = signals.recv() => {
-                session.close().await;
-                return Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {} while waiting for {what}", signal_name(signal))));
+                break Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {} while waiting for {what}", signal_name(signal))));
             }
         }
     };
-    match result {
-        Ok(held) => Ok(held),
-        Err(err) => {
+    // The abandoned acquisition goes first: it holds a handle of the session, and a session
+    // closes (deleting our node at once) only once every handle is gone.
+    drop(acquired);
+    match outcome {
+        Ok(Ok(held)) => Ok(held),
+        Ok(Err(err)) => {
             session.close().await;
             Err(Failure::new(exit::code_of(&err), format!("{what}: {err}")))
+        }
+        Err(failure) => {
+            session.close().await;
+            Err(failure)
         }
     }
 }
@@ -255,6 +268,7 @@ async fn run_holding(
         }
     };
     let (status, lost) = supervise(&held, &mut running, signals, run.grace, out).await;
+    let word = held.released();
     let released = bounded(zk, held.release()).await;
     session.close().await;
     let cmd_code = match &status {
@@ -273,8 +287,8 @@ async fn run_holding(
     match released {
         Ok(Ok(())) => {
             out.event(
-                json!({"event": "released", "code": cmd_code}),
-                format!("released; CMD exited with {cmd_code}"),
+                json!({"event": word, "code": cmd_code}),
+                format!("{word}; CMD exited with {cmd_code}"),
             );
             Ok(cmd_code)
         }

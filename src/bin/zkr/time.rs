@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(age(850), "850ms");
         assert_eq!(age(42_000), "42s");
         assert_eq!(age(192_000), "3m12s");
-        assert_eq!(age(5 * 3600_000 + 3 * 60_000), "5h03m");
-        assert_eq!(age(2 * 86_400_000 + 4 * 3600_000), "2d04h");
+        assert_eq!(age(5 * 3_600_000 + 3 * 60_000), "5h03m");
+        assert_eq!(age(2 * 86_400_000 + 4 * 3_600_000), "2d04h");
     }
 }

@@ -110,7 +110,9 @@ pub struct Queue {
     /// `mutex`, `keyed-lock`, `rwlock`, `semaphore`, `election`, or `idle` (an anchored
     /// zk-recipes root nobody holds or waits for).
     pub kind: &'static str,
-    /// Which clients' nodes are there: `zk-recipes`, `curator`, `kazoo`, `zookeeper`.
+    /// Which clients' nodes are there: `zk-recipes` (its owner record in the data), `curator`
+    /// (Curator's protected names without it: Curator, zookeeper-client's `Client::lock`,
+    /// zk-recipes' election), `kazoo`, `zookeeper` (ZooKeeper's Java recipes), `unknown`.
     pub libraries: Vec<&'static str>,
     /// A keyed lock's key (its directory's name, decoded).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,7 +244,7 @@ impl Member<'_> {
     fn library(&self) -> &'static str {
         match self.name.style {
             Style::Plain | Style::Curator if self.record.is_some() => "zk-recipes",
-            Style::Plain => "other",
+            Style::Plain => "unknown",
             Style::Curator => "curator",
             Style::Kazoo => "kazoo",
             Style::ZooKeeper => "zookeeper",
@@ -442,7 +444,7 @@ fn semaphore_queue(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Queue {
         if waits.is_some() {
             waiting_sessions.insert(m.child.stat.ephemeral_owner);
         }
-        let token = (!m.name.is_wrapped()).then(|| m.name.sequence as u64);
+        let token = (!m.name.is_wrapped()).then_some(m.name.sequence as u64);
         let node = format!("leases/{}", m.child.name);
         contenders.push(contender(
             contenders.len() + 1,

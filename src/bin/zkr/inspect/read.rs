@@ -158,7 +158,11 @@ impl Reader<'_> {
                 let part = semaphore && (child.name == "leases" || child.name == "locks");
                 let wanted = self.recursive || depth == 0 || part;
                 let at = join(&path, &child.name);
-                if child.stat.num_children == 0 || !wanted || at == "/zookeeper" {
+                // Watching, an empty persistent child is listed too: a queue may start there.
+                let may_grow = self.watch
+                    && child.stat.ephemeral_owner == 0
+                    && names::parse(&child.name).is_none();
+                if (child.stat.num_children == 0 && !may_grow) || !wanted || at == "/zookeeper" {
                     continue;
                 }
                 if child.name == ANCHOR {

@@ -134,13 +134,13 @@ fn row_header(show_wants: bool) -> Vec<String> {
 }
 
 fn row(c: &Contender, tokens: &str, show_wants: bool) -> Vec<String> {
-    let mut r = vec![c.position.to_string(), c.role.to_owned(), c.node.clone()];
+    let mut r = vec![c.position.to_string(), c.role.to_owned(), short(&c.node)];
     if show_wants {
         r.push(c.wants.to_owned());
     }
+    // Decimal, as `ZK_LOCK_TOKEN` has it (a keyed lock's zxid too).
     let token = match (c.token, tokens) {
         (_, "none") | (None, _) => "-".to_owned(),
-        (Some(t), "czxid") => format!("{t:#x}"),
         (Some(t), _) => t.to_string(),
     };
     let session = match (&c.session, c.session_state) {
@@ -161,9 +161,34 @@ fn row(c: &Contender, tokens: &str, show_wants: bool) -> Vec<String> {
         session,
         time::age(c.age_ms),
         owner,
-        c.waits_for.clone().unwrap_or_else(|| "-".to_owned()),
+        c.waits_for.as_deref().map_or_else(|| "-".to_owned(), short),
     ]);
     r
+}
+
+/// A node name with its uuid cut to 8 digits (`_c_9f70f7e8…-__READ__0000000001`, kazoo's
+/// `3f2a9c0d…__lock__0000000000`); other text as it is. JSON keeps names whole.
+pub fn short(text: &str) -> String {
+    let (dir, name) = match text.rsplit_once('/') {
+        Some((dir, name)) => (format!("{dir}/"), name),
+        None => (String::new(), text),
+    };
+    let is_hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let cut = match name.get(..39) {
+        Some(head) if head.starts_with("_c_") && is_hex(&head[3..]) => {
+            Some(format!("_c_{}…{}", &name[3..11], &name[39..]))
+        }
+        _ => match name.get(..32) {
+            Some(head) if is_hex(head) && name[32..].starts_with("__") => {
+                Some(format!("{}…{}", &name[..8], &name[32..]))
+            }
+            _ => None,
+        },
+    };
+    match cut {
+        Some(cut) => format!("{dir}{cut}"),
+        None => text.to_owned(),
+    }
 }
 
 /// `2147483647` as `2,147,483,647`.
@@ -171,7 +196,7 @@ fn thousands(n: i64) -> String {
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
@@ -185,6 +210,27 @@ fn thousands(n: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_are_cut() {
+        assert_eq!(
+            short("_c_9f70f7e8-fee7-4037-b490-389beea82677-__READ__0000000001"),
+            "_c_9f70f7e8…-__READ__0000000001"
+        );
+        assert_eq!(
+            short("leases/_c_8f0873fc-3542-4397-8642-bc9c200df487-lease-0000000000"),
+            "leases/_c_8f0873fc…-lease-0000000000"
+        );
+        assert_eq!(
+            short("3f2a9c0d5e6b4f718293a4b5c6d7e8f9__lock__0000000000"),
+            "3f2a9c0d…__lock__0000000000"
+        );
+        assert_eq!(short("lock-0000000001"), "lock-0000000001");
+        assert_eq!(
+            short("a free lease (2 of 2 taken)"),
+            "a free lease (2 of 2 taken)"
+        );
+    }
 
     #[test]
     fn numbers_get_separators() {
