@@ -451,7 +451,9 @@ async fn elect_observe_prints_each_leader_change_once_in_order() {
         .until("A to lead", 30, |l| l.starts_with("leading"))
         .await;
     seen.push(leader_of(&observer.stdout.next("A", 30).await));
+    // B queues before C: one at a time, so that the order is known.
     let mut b = candidate(&zk.connect, "B");
+    wait_children(&raw, "/election", 2).await;
     let mut c = candidate(&zk.connect, "C");
     wait_children(&raw, "/election", 3).await;
     let busy = run(
@@ -474,8 +476,10 @@ async fn elect_observe_prints_each_leader_change_once_in_order() {
         .until("B to lead", 30, |l| l.starts_with("leading"))
         .await;
     seen.push(leader_of(&observer.stdout.next("B", 30).await));
-    // B's zkr dies (SIGKILL): its CMD goes with it, its session expires, C leads.
+    // B's zkr dies (SIGKILL): its CMD goes with it (the pipe they share closes), its session
+    // expires, C leads.
     b.signal(libc::SIGKILL);
+    b.stdout.rest().await;
     c.stdout
         .until("C to lead", 30, |l| l.starts_with("leading"))
         .await;
