@@ -1038,6 +1038,35 @@ mod tests {
     }
 
     #[test]
+    fn a_kazoo_semaphore_shows_its_leases() {
+        let lease = |hex: &str, sid: i64, who: &str| node(hex, sid, who, 3);
+        let mut root = dir(
+            "/kz-pool",
+            2,
+            vec![
+                lease("a1b2c3d4e5f60718293a4b5c6d7e8f90", 2, "worker-2"),
+                lease("3f2a9c0d5e6b4f718293a4b5c6d7e8f9", 1, "worker-1"),
+            ],
+        );
+        root.children[1].stat.czxid = 1;
+        root.children[0].stat.czxid = 2;
+        root.data = b"3".to_vec();
+        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        assert_eq!(
+            (q.kind, q.permits, q.tokens),
+            ("semaphore", Some(3), "none")
+        );
+        assert_eq!(q.libraries, ["kazoo"]);
+        let owners: Vec<_> = q.contenders.iter().map(|c| c.owner.as_deref()).collect();
+        assert_eq!(
+            owners,
+            [Some("worker-1"), Some("worker-2")],
+            "in creation order"
+        );
+        assert!(q.contenders.iter().all(|c| c.role == "holder"));
+    }
+
+    #[test]
     fn sessions_without_a_connection_are_flagged() {
         let mut sessions = Sessions {
             all_answered: true,
