@@ -541,7 +541,8 @@ async fn server_with_a_counter_near_its_end(classpath: &str) -> ZkServer {
     );
     let server = ZkServer::start().await.unwrap();
     server.stop().await.unwrap();
-    let target = format!("{}:/var/lib/zookeeper/version-2/", server.container_name());
+    // The image keeps its data in /data, as the official image does.
+    let target = format!("{}:/data/version-2/", server.container_name());
     let out = Command::new("docker")
         .arg("cp")
         .arg(snapshot.path().join("version-2/."))
