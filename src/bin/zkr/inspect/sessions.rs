@@ -20,17 +20,18 @@ pub struct Asked {
     pub notes: Vec<String>,
 }
 
-/// Asks every server of `servers`.
+/// Asks every server of `servers`. A session is called disconnected only when every server of
+/// the ensemble was asked: the connect string may name only some of them, so each server's
+/// `conf` says how many there are (a standalone server is one).
 pub async fn ask(servers: &[String]) -> Asked {
-    let mut sessions = Sessions {
-        all_answered: !servers.is_empty(),
-        ..Sessions::default()
-    };
+    let mut sessions = Sessions::default();
     let mut notes = Vec::new();
+    let mut cons_answered = !servers.is_empty();
+    let mut ensemble: Option<usize> = None;
     for server in servers {
         match four_letter(server, "cons").await {
             Ok(text) if refused(&text) => {
-                sessions.all_answered = false;
+                cons_answered = false;
                 notes.push(format!(
                     "{server} does not allow `cons` (4lw.commands.whitelist): sessions without a \
                      connection cannot be told"
@@ -43,19 +44,28 @@ pub async fn ask(servers: &[String]) -> Asked {
                 }
             }
             Err(e) => {
-                sessions.all_answered = false;
+                cons_answered = false;
                 notes.push(format!(
                     "{server}: `cons` failed ({e}): sessions not fully checked"
                 ));
                 continue;
             }
         }
-        let leads = match four_letter(server, "srvr").await {
-            Ok(text) => text
-                .lines()
-                .any(|l| l.trim() == "Mode: leader" || l.trim() == "Mode: standalone"),
-            Err(_) => false,
+        let mode = four_letter(server, "srvr")
+            .await
+            .ok()
+            .and_then(|t| parse_mode(&t));
+        let members = match four_letter(server, "conf").await {
+            Ok(text) if !refused(&text) => parse_members(&text),
+            _ => None,
         };
+        let size = match (members, mode.as_deref()) {
+            (Some(n), _) => Some(n),
+            (None, Some("standalone")) => Some(1),
+            _ => None,
+        };
+        ensemble = ensemble.max(size);
+        let leads = matches!(mode.as_deref(), Some("leader" | "standalone"));
         if leads && sessions.tracked.is_none() {
             match four_letter(server, "dump").await {
                 Ok(text) if refused(&text) => notes.push(format!(
@@ -66,7 +76,50 @@ pub async fn ask(servers: &[String]) -> Asked {
             }
         }
     }
+    let asked = servers
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    sessions.all_answered = cons_answered
+        && match ensemble {
+            Some(n) if asked >= n => true,
+            Some(n) => {
+                notes.push(format!(
+                    "the connect string names {asked} of the ensemble's {n} servers: a session \
+                     connected to another one cannot be told from a disconnected one, so none is \
+                     called disconnected"
+                ));
+                false
+            }
+            None => {
+                if cons_answered {
+                    notes.push(
+                        "the ensemble's size is unknown (`conf` not allowed): no session is called \
+                         disconnected"
+                            .to_owned(),
+                    );
+                }
+                false
+            }
+        };
     Asked { sessions, notes }
+}
+
+/// `Mode: ...` of a `srvr` answer.
+fn parse_mode(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Mode: "))
+        .map(|m| m.trim().to_owned())
+}
+
+/// How many servers a `conf` answer's membership lists (`server.N=...`); `None` without one.
+fn parse_members(text: &str) -> Option<usize> {
+    let ids: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("server."))
+        .filter_map(|rest| rest.split_once('=').map(|(id, _)| id))
+        .collect();
+    (!ids.is_empty()).then_some(ids.len())
 }
 
 /// Sends a four-letter word to `server` and reads the answer until the server closes.
@@ -165,6 +218,17 @@ mod tests {
     const CONS: &str = " /172.17.0.1:52856[0](queued=0,recved=1,sent=0)\n /172.17.0.1:42404[1](queued=0,recved=2,sent=2,sid=0x100001c62c90001,lop=CREA,est=1796116012120,to=30000,lcxid=0x1,lzxid=0x9,lresp=1969414,llat=2,minlat=0,avglat=1,maxlat=2)\n\n";
 
     const DUMP: &str = "SessionTracker dump:\nSession Sets (2)/(2):\n1 expire at Tue Dec 01 09:07:22 UTC 2026:\n\t0x100001c62c90001\n1 expire at Tue Dec 01 09:07:30 UTC 2026:\n\t0x100001c62c90002\nephemeral nodes dump:\nSessions with Ephemerals (1):\n0x100001c62c90001:\n\t/t/lock-0000000003\nConnections dump:\nConnections Sets (1)/(1):\n0 expire at Tue Dec 01 09:07:02 UTC 2026:\n\tip: /172.17.0.1:42404 sessionId: 0x100001c62c90001\n";
+
+    #[test]
+    fn conf_gives_the_ensembles_size_and_srvr_the_mode() {
+        let conf = "serverId=1\ninitLimit=5\nmembership: \nserver.1=zk1:2888:3888:participant;0.0.0.0:2181\nserver.2=zk2:2888:3888:participant;0.0.0.0:2181\nserver.3=zk3:2888:3888:observer;0.0.0.0:2181\nversion=0\n";
+        assert_eq!(parse_members(conf), Some(3));
+        assert_eq!(parse_members("clientPort=2181\ndataDir=/data\n"), None);
+        assert_eq!(
+            parse_mode("Zookeeper version: 3.8.0\nMode: follower\nNode count: 5\n").as_deref(),
+            Some("follower")
+        );
+    }
 
     #[test]
     fn cons_gives_the_connected_sessions() {
