@@ -112,7 +112,7 @@ impl LeaderElection {
         let span = debug_span!("campaign", path = %self.queue.root());
         async {
             debug!("campaigning");
-            let grant = self.queue.acquire(RULE, RULE.names[0], &self.info, Wait::Forever).await?;
+            let grant = self.queue.acquire(RULE, RULE.names[0], Some(&self.info), Wait::Forever).await?;
             let grant = grant.ok_or_else(never_none)?;
             info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
             Ok(Leadership { grant, info: self.info.clone() })
@@ -143,7 +143,7 @@ impl LeaderElection {
     pub async fn try_campaign(&self) -> Result<Option<Leadership>> {
         let grant = self
             .queue
-            .acquire(RULE, RULE.names[0], &self.info, Wait::No)
+            .acquire(RULE, RULE.names[0], Some(&self.info), Wait::No)
             .await?;
         if let Some(grant) = &grant {
             info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");

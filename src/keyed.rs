@@ -223,7 +223,7 @@ impl ZkLockSpace {
         let dir = ZkPath::new(self.space.child(&name))?;
         let fresh = !self.recent().seen(&name);
         let queue = Queue::container(&self.session, dir, fresh);
-        let acquired = queue.acquire(RULE, RULE.names[0], &[], wait).await;
+        let acquired = queue.acquire(RULE, RULE.names[0], None, wait).await;
         match &acquired {
             Ok(_) => self.recent().saw(name),
             Err(_) => self.recent().forget(&name),

@@ -154,7 +154,7 @@ impl ZkMutex {
     }
 
     async fn acquire(&self, wait: Wait) -> Result<Option<Grant>> {
-        self.queue.acquire(RULE, RULE.names[0], &[], wait).await
+        self.queue.acquire(RULE, RULE.names[0], None, wait).await
     }
 }
 

@@ -175,9 +175,9 @@ impl Naming {
     }
 }
 
-/// The data of a plain-named contender node: its attempt's id, by which a lost create reply
-/// is recovered, and a label of its owner for people (`host/pid` unless the session was given
-/// another), one `key=value` per line.
+/// The data of a contender node (but an election's): its attempt's id, by which a lost create
+/// reply of a plain-named node is recovered, and a label of its owner for people (`host/pid`
+/// unless the session was given another), one `key=value` per line.
 pub(crate) fn owner_record(uuid: &str, owner: &str) -> Vec<u8> {
     format!("id={uuid}\nowner={owner}\n").into_bytes()
 }

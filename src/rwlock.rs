@@ -116,7 +116,10 @@ impl ZkRwLock {
     /// # Ok(()) }
     /// ```
     pub async fn read(&self) -> Result<ZkRwLockGuard> {
-        let grant = self.queue.acquire(RULE, READER, &[], Wait::Forever).await?;
+        let grant = self
+            .queue
+            .acquire(RULE, READER, None, Wait::Forever)
+            .await?;
         grant.map(Guard::new).ok_or_else(never_none)
     }
 
@@ -138,7 +141,7 @@ impl ZkRwLock {
     pub async fn try_read(&self) -> Result<Option<ZkRwLockGuard>> {
         Ok(self
             .queue
-            .acquire(RULE, READER, &[], Wait::No)
+            .acquire(RULE, READER, None, Wait::No)
             .await?
             .map(Guard::new))
     }
@@ -159,7 +162,10 @@ impl ZkRwLock {
     /// # Ok(()) }
     /// ```
     pub async fn write(&self) -> Result<ZkRwLockGuard> {
-        let grant = self.queue.acquire(RULE, WRITER, &[], Wait::Forever).await?;
+        let grant = self
+            .queue
+            .acquire(RULE, WRITER, None, Wait::Forever)
+            .await?;
         grant.map(Guard::new).ok_or_else(never_none)
     }
 
@@ -181,7 +187,7 @@ impl ZkRwLock {
     pub async fn try_write(&self) -> Result<Option<ZkRwLockGuard>> {
         Ok(self
             .queue
-            .acquire(RULE, WRITER, &[], Wait::No)
+            .acquire(RULE, WRITER, None, Wait::No)
             .await?
             .map(Guard::new))
     }

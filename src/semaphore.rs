@@ -164,13 +164,13 @@ impl ZkSemaphore {
         async {
             self.check_permits().await?;
             // The head of the internal mutex queue is the only contender creating leases.
-            let Some(head) = self.locks.acquire(LOCK, LOCK.names[0], &[], wait).await? else {
+            let Some(head) = self.locks.acquire(LOCK, LOCK.names[0], None, wait).await? else {
                 return Ok(None);
             };
             let epoch = self.session.epoch().await?;
             let created = self
                 .leases
-                .enqueue(&epoch, LEASE[0], Naming::Protected, &[])
+                .enqueue(&epoch, LEASE[0], Naming::Protected, None)
                 .await?;
             let granted = self.wait_for_room(&epoch, &created, wait).await;
             // Let the next contender in, whatever happened; dropping would do it too.

@@ -43,7 +43,8 @@ impl Created {
 }
 
 impl Queue {
-    /// Puts a node named `name` carrying `data` in the queue (checking the root first) and
+    /// Puts a node named `name` carrying `data` (`None`: the owner record, see
+    /// [`owner_record`]) in the queue (checking the root first) and
     /// returns it with the children listed right after its creation. Dropping the result
     /// deletes the node in the background.
     pub async fn enqueue(
@@ -51,7 +52,7 @@ impl Queue {
         epoch: &Arc<Epoch>,
         name: &'static str,
         naming: Naming,
-        data: &[u8],
+        data: Option<&[u8]>,
     ) -> Result<Created> {
         let mut replaced = 0;
         let (node, contender, czxid, children) = loop {
@@ -130,14 +131,16 @@ impl Queue {
         epoch: &Arc<Epoch>,
         name: &'static str,
         naming: Naming,
-        data: &[u8],
+        data: Option<&[u8]>,
         root_czxid: Option<i64>,
     ) -> Result<Found> {
         let uuid = new_uuid();
-        let data = match naming {
-            Naming::Protected => data.to_vec(),
-            // The recipes with plain names carry no data of their own.
-            Naming::Plain => owner_record(&uuid, self.session.owner()),
+        // Plain names need the record (a lost create reply is recovered by its id); the other
+        // recipes carry it too, for people and `zkr inspect`, unless they bring data of their
+        // own (an election's candidate info).
+        let data = match (naming, data) {
+            (Naming::Protected, Some(data)) => data.to_vec(),
+            _ => owner_record(&uuid, self.session.owner()),
         };
         let prefix = self.root.child(&naming.prefix(&uuid, name));
         // The create carries the node's path and data; the directory's create and the listing
@@ -200,7 +203,7 @@ const DIR_OPTIONS: zk::CreateOptions<'static> =
 
 /// How many times a keyed lock's directory may vanish under a create (reaped between the
 /// directory's create and the contender's) before the caller hears of it.
-const MAX_REAPED: u32 = 5;
+const MAX_REAPED: u32 = 20;
 
 impl CreateTask {
     async fn run(mut self) -> Result<Found> {

@@ -21,7 +21,8 @@ use crate::path::{sorted_contenders, Contender};
 use crate::session::{Epoch, Release};
 
 impl Queue {
-    /// Enqueues a node named `name` (one of `rule.names`) carrying `data` and waits, as `wait`
+    /// Enqueues a node named `name` (one of `rule.names`) carrying `data` (`None`: the owner
+    /// record) and waits, as `wait`
     /// allows, until `rule` says it holds. `Ok(None)`: not granted without waiting (its node is
     /// removed).
     ///
@@ -30,7 +31,7 @@ impl Queue {
         &self,
         rule: Rule,
         name: &'static str,
-        data: &[u8],
+        data: Option<&[u8]>,
         wait: Wait,
     ) -> Result<Option<Grant>> {
         let span =
@@ -61,7 +62,7 @@ impl Queue {
         epoch: &Arc<Epoch>,
         rule: Rule,
         name: &'static str,
-        data: &[u8],
+        data: Option<&[u8]>,
         wait: Wait,
     ) -> Result<Option<Grant>> {
         let mut created = self.enqueue(epoch, name, rule.naming, data).await?;

@@ -115,8 +115,9 @@ impl SessionOptions {
         self
     }
 
-    /// The label the mutex family's lock nodes carry in their data (`owner=...`), so that
-    /// people (and `inspect`-style tools) can tell who holds and who waits. Default:
+    /// The label the contender nodes of the mutex, keyed lock, read/write lock and semaphore
+    /// carry in their data (`owner=...`), so that people (and `zkr inspect`) can tell who
+    /// holds and who waits; an election's nodes carry the candidate's info instead. Default:
     /// `{hostname}/{pid}`. Line breaks are replaced by spaces.
     ///
     /// ```

@@ -1,0 +1,143 @@
+//! `zkr inspect PATH`: every recipe queue under PATH (mutexes, keyed locks, read/write locks,
+//! semaphores, elections; zk-recipes', Curator's, kazoo's, ZooKeeper's own), holders then
+//! waiters, with tokens, sessions, ages, owners and warnings.
+//!
+//! [`read`] reads the tree, [`sessions`] asks the servers which sessions are connected,
+//! [`model`] (pure) classifies, [`render`] prints.
+
+pub mod model;
+pub mod names;
+pub mod read;
+pub mod render;
+pub mod sessions;
+
+use serde::Serialize;
+use zk_recipes::zookeeper_client as zk;
+
+use crate::args::{InspectArgs, Policy, ZkArgs};
+use crate::connect;
+use crate::exit::{self, Failure, Result};
+use crate::time;
+
+/// What `inspect` reports (and `--json` prints).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// PATH, as asked.
+    pub path: String,
+    pub recursive: bool,
+    /// When read (this machine's clock), RFC 3339 and ms since the epoch.
+    pub at: String,
+    pub now_ms: i64,
+    /// Whether every server answered `cons` (so sessions without a connection are flagged).
+    pub sessions_checked: bool,
+    /// Whether `--max-nodes` stopped the walk.
+    pub truncated: bool,
+    /// What could not be checked, and why.
+    pub notes: Vec<String>,
+    pub queues: Vec<model::Queue>,
+}
+
+/// `zkr inspect`.
+pub async fn inspect(zk: &ZkArgs, args: &InspectArgs) -> Result<i32> {
+    check_path(&args.path)?;
+    let session = connect::session(zk, Policy::Expiry, None).await?;
+    let result = match session.client().await {
+        // The client handle goes before the close: the server confirms a close only once
+        // every handle of the session is dropped.
+        Ok(client) => report(zk, &client, args, false).await,
+        Err(err) => Err(err.into()),
+    };
+    session.close().await;
+    let (report, _) = result?;
+    if args.json {
+        println!("{}", render::json(&report, true));
+    } else {
+        print!("{}", render::table(&report));
+    }
+    Ok(0)
+}
+
+/// PATH must be absolute, like a recipe root; `/` is allowed here.
+pub fn check_path(path: &str) -> Result<()> {
+    if path == "/" {
+        return Ok(());
+    }
+    zk_recipes::ZkPath::new(path)
+        .map(|_| ())
+        .or_else(|err| match err {
+            // Reading under /zookeeper is harmless.
+            zk_recipes::Error::InvalidPath { reason, .. } if reason.starts_with("/zookeeper") => {
+                Ok(())
+            }
+            err => Err(Failure::from(err)),
+        })
+}
+
+/// Reads, asks the servers, classifies: the report and (with `watch`) the watches left.
+pub async fn report(
+    zk: &ZkArgs,
+    client: &zk::Client,
+    args: &InspectArgs,
+    watch: bool,
+) -> Result<(Report, Vec<zk::OneshotWatcher>)> {
+    let snapshot = read::read(client, &args.path, args.recursive, args.max_nodes, watch)
+        .await
+        .map_err(|e| zk_failure(&args.path, e))?;
+    let Some(root) = snapshot.root else {
+        if watch {
+            let report = Report {
+                path: args.path.clone(),
+                recursive: args.recursive,
+                at: time::iso_now(),
+                now_ms: time::now_ms(),
+                sessions_checked: false,
+                truncated: false,
+                notes: vec![format!("{} does not exist (yet)", args.path)],
+                queues: Vec::new(),
+            };
+            return Ok((report, snapshot.watchers));
+        }
+        return Err(Failure::new(
+            exit::NO_NODE,
+            format!("{}: no such node", args.path),
+        ));
+    };
+    let mut notes = Vec::new();
+    let sessions = if args.no_sessions {
+        model::Sessions::default()
+    } else {
+        let connect = connect::connect_string(zk)?;
+        let asked = sessions::ask(&connect::servers(&connect)).await;
+        notes.extend(asked.notes);
+        asked.sessions
+    };
+    if snapshot.truncated {
+        notes.push(format!(
+            "stopped after {} nodes (--max-nodes): some queues are not shown",
+            args.max_nodes
+        ));
+    }
+    let now_ms = time::now_ms();
+    let queues = model::queues(&root, &sessions, now_ms);
+    let report = Report {
+        path: args.path.clone(),
+        recursive: args.recursive,
+        at: time::iso(now_ms),
+        now_ms,
+        sessions_checked: sessions.all_answered,
+        truncated: snapshot.truncated,
+        notes,
+        queues,
+    };
+    Ok((report, snapshot.watchers))
+}
+
+fn zk_failure(path: &str, err: zk::Error) -> Failure {
+    let code = match err {
+        zk::Error::ConnectionLoss | zk::Error::SessionExpired | zk::Error::ClientClosed => {
+            exit::UNREACHABLE
+        }
+        _ => exit::ZOOKEEPER,
+    };
+    Failure::new(code, format!("reading {path}: {err}"))
+}

@@ -1,0 +1,1127 @@
+//! What `inspect` shows, computed from a snapshot of the tree: every recipe queue, its
+//! contenders in queue order (holders first), their tokens, sessions, ages and owners, what
+//! each waits for, and the warnings an operator must act on. Pure: no server here; the
+//! snapshot is read by `read.rs` and the sessions' fate by `sessions.rs`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::names::{self, Family, Name, Style, Wants};
+
+/// The child zk-recipes keeps under a mutex, read/write lock or election root.
+pub const ANCHOR: &str = "~zk-recipes-anchor";
+
+/// Warn when fewer than this share of a root's counter is left.
+const NEAR_END_SHARE: f64 = 0.10;
+
+/// What `inspect` needs of a node's stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    pub czxid: i64,
+    /// Creation time, milliseconds since the epoch (the server's clock).
+    pub ctime: i64,
+    pub ephemeral_owner: i64,
+    pub cversion: i32,
+    pub num_children: i32,
+}
+
+/// A node whose children were read.
+#[derive(Clone, Debug, Default)]
+pub struct Dir {
+    pub path: String,
+    pub stat: Stat,
+    pub data: Vec<u8>,
+    pub children: Vec<Child>,
+}
+
+/// A child: its stat, its data when it looks like a contender, its own children when read.
+#[derive(Clone, Debug, Default)]
+pub struct Child {
+    pub name: String,
+    pub stat: Stat,
+    pub data: Vec<u8>,
+    pub dir: Option<Dir>,
+}
+
+impl Dir {
+    fn child(&self, name: &str) -> Option<&Child> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    fn anchored(&self) -> bool {
+        self.child(ANCHOR).is_some()
+    }
+
+    fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+}
+
+/// The fate of a session as the servers tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    /// Some server has a connection of it.
+    Connected,
+    /// No server has a connection, but the session lives (until its timeout).
+    Disconnected,
+    /// The server that keeps the sessions (the leader, or a standalone server) has no such
+    /// session.
+    Gone,
+}
+
+/// What the four-letter words said about sessions.
+#[derive(Clone, Debug, Default)]
+pub struct Sessions {
+    /// Every server was asked `cons` and answered: a session missing from all answers has no
+    /// connection.
+    pub all_answered: bool,
+    /// Sessions with a connection, and the server that has it.
+    pub connected: HashMap<i64, String>,
+    /// The sessions the leader (or a standalone server) tracks, with when each expires
+    /// unless heard from (ms since the epoch, when known); `None` when no such answer.
+    pub tracked: Option<HashMap<i64, Option<i64>>>,
+}
+
+impl Sessions {
+    /// `(state, expires_at_ms)`, or `None` when it cannot be told.
+    pub fn state(&self, sid: i64) -> Option<(SessionState, Option<i64>)> {
+        if self.connected.contains_key(&sid) {
+            return Some((SessionState::Connected, None));
+        }
+        match &self.tracked {
+            Some(tracked) => match tracked.get(&sid) {
+                Some(expires) if self.all_answered => Some((SessionState::Disconnected, *expires)),
+                Some(_) => None,
+                None => Some((SessionState::Gone, None)),
+            },
+            None if self.all_answered => Some((SessionState::Disconnected, None)),
+            None => None,
+        }
+    }
+}
+
+/// One recipe queue.
+#[derive(Clone, Debug, Serialize)]
+pub struct Queue {
+    /// Its root (a semaphore's root, not its `locks`/`leases`).
+    pub path: String,
+    /// `mutex`, `keyed-lock`, `rwlock`, `semaphore`, `election`, or `idle` (an anchored
+    /// zk-recipes root nobody holds or waits for).
+    pub kind: &'static str,
+    /// Which clients' nodes are there: `zk-recipes` (its owner record in the data), `curator`
+    /// (Curator's protected names without it: Curator, zookeeper-client's `Client::lock`,
+    /// zk-recipes' election), `kazoo`, `zookeeper` (ZooKeeper's Java recipes), `unknown`.
+    pub libraries: Vec<&'static str>,
+    /// A keyed lock's key (its directory's name, decoded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// A semaphore's permits, when stored in its root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// What zk-recipes hands out as the token here: `sequence`, `czxid`, or `none` (recipes
+    /// with no tokens).
+    pub tokens: &'static str,
+    /// Whether the root has the zk-recipes anchor.
+    pub anchored: bool,
+    pub counter: Counter,
+    /// Holders, then waiters, in queue order.
+    pub contenders: Vec<Contender>,
+    pub warnings: Vec<Warning>,
+}
+
+/// The root's sequence counter: the next sequence, and how many tokens are left before its
+/// end (`i32::MAX`, which zk-recipes refuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Counter {
+    pub next: i64,
+    pub left: i64,
+}
+
+impl Counter {
+    /// From a parent's stat: ZooKeeper counts creates of children and reports
+    /// `cversion = 2 * creates - children` (32 bits, wrapping), so creates come back as
+    /// `(cversion + children) / 2`.
+    pub fn of(stat: &Stat) -> Counter {
+        let creates = (u64::from(stat.cversion as u32) + stat.num_children.max(0) as u64) / 2;
+        let next = creates as i64;
+        Counter {
+            next,
+            left: (i64::from(i32::MAX) - next).max(0),
+        }
+    }
+}
+
+/// A holder or a waiter.
+#[derive(Clone, Debug, Serialize)]
+pub struct Contender {
+    /// 1-based place in the queue.
+    pub position: usize,
+    /// `holder` or `waiter`.
+    pub role: &'static str,
+    /// The node's name (relative to the queue's path: `leases/...` in a semaphore).
+    pub node: String,
+    /// `lock`, `read`, `write`, `lease` or `leadership`.
+    pub wants: &'static str,
+    pub library: &'static str,
+    pub sequence: i64,
+    /// The token a zk-recipes grant of this node carries (`tokens` says which number).
+    pub token: Option<u64>,
+    /// `0x...`; `None` for a persistent node.
+    pub session: Option<String>,
+    /// Whether a server has the session's connection; `None` when not asked.
+    pub session_state: Option<SessionState>,
+    /// When a disconnected session expires unless its client comes back, in ms from now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_expires_in_ms: Option<i64>,
+    /// Creation time (the server's clock), RFC 3339 and ms since the epoch.
+    pub created: String,
+    pub ctime_ms: i64,
+    /// Now minus creation time (this machine's clock).
+    pub age_ms: i64,
+    /// The owner label (zk-recipes' `owner=`), or the node's data as text (Curator's default
+    /// is the client's IP address, kazoo's its identifier, an election's the candidate info).
+    pub owner: Option<String>,
+    /// What it waits for: the node it watches, or a free lease.
+    pub waits_for: Option<String>,
+}
+
+/// Something an operator must act on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// `persistent-node`, `counter-near-end`, `counter-used-up`, `unanchored-root`,
+    /// `session-disconnected`, `session-gone`, `mixed-recipes`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub message: String,
+}
+
+/// Every queue in `root`'s snapshot, by path.
+pub fn queues(root: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
+    let mut out = Vec::new();
+    visit(root, sessions, now_ms, &mut out);
+    out.sort_by(|a, b| a.path.cmp(&b.path).then(a.kind.cmp(b.kind)));
+    out
+}
+
+fn visit(dir: &Dir, sessions: &Sessions, now_ms: i64, out: &mut Vec<Queue>) {
+    let semaphore = is_semaphore_root(dir);
+    if semaphore {
+        out.push(semaphore_queue(dir, sessions, now_ms));
+    } else {
+        out.extend(dir_queues(dir, sessions, now_ms));
+    }
+    for child in &dir.children {
+        if semaphore && (child.name == "locks" || child.name == "leases") {
+            continue;
+        }
+        if let Some(sub) = &child.dir {
+            visit(sub, sessions, now_ms, out);
+        }
+    }
+}
+
+/// Curator's `InterProcessSemaphoreV2` layout: `{root}/leases` (and `{root}/locks`); or
+/// zk-recipes' with the permits in the root's data and only `locks` left.
+fn is_semaphore_root(dir: &Dir) -> bool {
+    dir.child("leases").is_some() || (dir.child("locks").is_some() && permits(&dir.data).is_some())
+}
+
+fn permits(data: &[u8]) -> Option<u32> {
+    std::str::from_utf8(data).ok()?.trim().parse().ok()
+}
+
+/// A contender node of `dir`, parsed.
+struct Member<'a> {
+    name: Name,
+    child: &'a Child,
+    record: Option<String>,
+}
+
+impl Member<'_> {
+    fn library(&self) -> &'static str {
+        match self.name.style {
+            Style::Plain | Style::Curator if self.record.is_some() => "zk-recipes",
+            Style::Plain => "unknown",
+            Style::Curator => "curator",
+            Style::Kazoo => "kazoo",
+            Style::ZooKeeper => "zookeeper",
+        }
+    }
+
+    fn owner(&self) -> Option<String> {
+        self.record.clone().or_else(|| text(&self.child.data))
+    }
+}
+
+fn members(dir: &Dir) -> BTreeMap<Family, Vec<Member<'_>>> {
+    let mut families: BTreeMap<Family, Vec<Member<'_>>> = BTreeMap::new();
+    for child in &dir.children {
+        if let Some(name) = names::parse(&child.name) {
+            families.entry(name.family).or_default().push(Member {
+                record: owner_record(&child.data),
+                name,
+                child,
+            });
+        }
+    }
+    for list in families.values_mut() {
+        list.sort_by(|a, b| {
+            a.name
+                .sequence
+                .cmp(&b.name.sequence)
+                .then_with(|| a.child.name.cmp(&b.child.name))
+        });
+    }
+    families
+}
+
+/// The queues of a directory that is no semaphore root: one per protocol found.
+fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
+    let families = members(dir);
+    let anchored = dir.anchored();
+    let counter = Counter::of(&dir.stat);
+    if families.is_empty() {
+        if let Some(queue) = kazoo_semaphore(dir, sessions, now_ms) {
+            return vec![queue];
+        }
+        if !anchored {
+            return Vec::new();
+        }
+        let mut queue = Queue {
+            path: dir.path.clone(),
+            kind: "idle",
+            libraries: vec!["zk-recipes"],
+            key: None,
+            permits: None,
+            tokens: "sequence",
+            anchored,
+            counter,
+            contenders: Vec::new(),
+            warnings: Vec::new(),
+        };
+        counter_warnings(&mut queue, false);
+        return vec![queue];
+    }
+    let mixed =
+        (families.len() > 1).then(|| Warning {
+            kind: "mixed-recipes",
+            node: None,
+            message: format!(
+            "contenders of different recipes in one directory ({}) do not see each other: each \
+             queue below has its own holder",
+            families.keys().map(|f| family_name(*f)).collect::<Vec<_>>().join(", ")
+        ),
+        });
+    let mut out = Vec::new();
+    for (family, list) in &families {
+        let keyed = *family == Family::Mutex
+            && !anchored
+            && list
+                .iter()
+                .any(|m| m.name.style == Style::Plain && m.record.is_some());
+        let (kind, tokens) = match family {
+            Family::Mutex if keyed => ("keyed-lock", "czxid"),
+            Family::Mutex => ("mutex", "sequence"),
+            Family::RwLock => ("rwlock", "sequence"),
+            Family::Election => ("election", "sequence"),
+            Family::Lease => ("semaphore", "sequence"),
+            Family::Kazoo if list.iter().any(|m| m.name.wants == Wants::Read) => ("rwlock", "none"),
+            Family::Kazoo | Family::ZkLock => ("mutex", "none"),
+            Family::ZkElection => ("election", "none"),
+        };
+        let decide: fn(&[Member<'_>], usize) -> Option<usize> = match family {
+            Family::RwLock | Family::Kazoo => read_write,
+            Family::Lease => |_, _| None,
+            _ => exclusive,
+        };
+        let mut contenders = Vec::new();
+        for (i, m) in list.iter().enumerate() {
+            let watched = decide(list, i);
+            let token = match tokens {
+                _ if m.name.is_wrapped() => None,
+                "czxid" => u64::try_from(m.child.stat.czxid).ok(),
+                "sequence" => u64::try_from(m.name.sequence).ok(),
+                _ => None,
+            };
+            contenders.push(contender(
+                i + 1,
+                m,
+                m.child.name.clone(),
+                token,
+                watched.map(|w| list[w].child.name.clone()),
+                sessions,
+                now_ms,
+            ));
+        }
+        let mut queue = Queue {
+            path: dir.path.clone(),
+            kind,
+            libraries: libraries(list.iter()),
+            key: keyed
+                .then(|| zk_recipes::ZkLockSpace::key_of(dir.name()))
+                .flatten(),
+            permits: None,
+            tokens,
+            anchored,
+            counter,
+            contenders,
+            warnings: mixed.iter().cloned().collect(),
+        };
+        let sequence_tokens = matches!(family, Family::Mutex | Family::RwLock | Family::Election);
+        if sequence_tokens && !keyed && !anchored {
+            queue.warnings.push(Warning {
+                kind: "unanchored-root",
+                node: None,
+                message: "no ~zk-recipes-anchor child: if this root is a container (as Curator \
+                          creates lock parents) ZooKeeper deletes it once empty and its sequence \
+                          starts again at 0, so its sequence numbers are no fencing tokens; a \
+                          zk-recipes lock on this path anchors it"
+                    .to_owned(),
+            });
+        }
+        let wrapped = list.iter().any(|m| m.name.is_wrapped());
+        counter_warnings(&mut queue, wrapped);
+        contender_warnings(&mut queue);
+        out.push(queue);
+    }
+    out
+}
+
+/// Exclusive recipes: the first holds; everyone else watches its predecessor.
+fn exclusive(_list: &[Member<'_>], i: usize) -> Option<usize> {
+    i.checked_sub(1)
+}
+
+/// Read/write locks (Curator's, ours, kazoo's): a writer holds first in line and watches its
+/// predecessor; a reader holds with no writer ahead and watches the closest writer ahead.
+fn read_write(list: &[Member<'_>], i: usize) -> Option<usize> {
+    if list[i].name.wants.exclusive() {
+        return i.checked_sub(1);
+    }
+    list[..i].iter().rposition(|m| m.name.wants.exclusive())
+}
+
+/// Curator's `InterProcessSemaphoreV2` layout, as zk-recipes' `ZkSemaphore` shares it: the
+/// leases (the first `permits` hold; one more waits for room, made by the head of the
+/// internal lock), then the internal lock's queue (its head is about to take a lease).
+fn semaphore_queue(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Queue {
+    let permits = permits(&dir.data);
+    let leases_dir = dir.child("leases").and_then(|c| c.dir.as_ref());
+    let locks_dir = dir.child("locks").and_then(|c| c.dir.as_ref());
+    let empty = BTreeMap::new();
+    let lease_families = leases_dir.map(members);
+    let lock_families = locks_dir.map(members);
+    let leases: &[Member<'_>] = lease_families
+        .as_ref()
+        .unwrap_or(&empty)
+        .get(&Family::Lease)
+        .map_or(&[], Vec::as_slice);
+    let locks: &[Member<'_>] = lock_families
+        .as_ref()
+        .unwrap_or(&empty)
+        .get(&Family::Mutex)
+        .map_or(&[], Vec::as_slice);
+    let head_session = locks.first().map(|m| m.child.stat.ephemeral_owner);
+    let holds: Vec<bool> = leases
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match permits {
+            Some(p) => i < p as usize,
+            None => !(i + 1 == leases.len() && head_session == Some(m.child.stat.ephemeral_owner)),
+        })
+        .collect();
+    let taken = holds.iter().filter(|&&h| h).count();
+    let mut contenders = Vec::new();
+    let mut waiting_sessions = BTreeSet::new();
+    for (i, m) in leases.iter().enumerate() {
+        let waits = (!holds[i]).then(|| match permits {
+            Some(p) => format!("a free lease ({taken} of {p} taken)"),
+            None => format!("a free lease ({taken} taken)"),
+        });
+        if waits.is_some() {
+            waiting_sessions.insert(m.child.stat.ephemeral_owner);
+        }
+        let token = (!m.name.is_wrapped()).then_some(m.name.sequence as u64);
+        let node = format!("leases/{}", m.child.name);
+        contenders.push(contender(
+            contenders.len() + 1,
+            m,
+            node,
+            token,
+            waits,
+            sessions,
+            now_ms,
+        ));
+    }
+    for (i, m) in locks.iter().enumerate() {
+        if i == 0 && waiting_sessions.contains(&m.child.stat.ephemeral_owner) {
+            continue; // the head waiting for room: its lease is listed above
+        }
+        let waits = match i {
+            0 => "a free lease (about to take one)".to_owned(),
+            _ => format!("locks/{}", locks[i - 1].child.name),
+        };
+        let node = format!("locks/{}", m.child.name);
+        let mut c = contender(
+            contenders.len() + 1,
+            m,
+            node,
+            None,
+            Some(waits),
+            sessions,
+            now_ms,
+        );
+        c.wants = Wants::Lease.as_str();
+        contenders.push(c);
+    }
+    let counter = [leases_dir, locks_dir]
+        .into_iter()
+        .flatten()
+        .map(|d| Counter::of(&d.stat))
+        .min_by_key(|c| c.left)
+        .unwrap_or_else(|| Counter::of(&dir.stat));
+    let mut queue = Queue {
+        path: dir.path.clone(),
+        kind: "semaphore",
+        libraries: libraries(leases.iter().chain(locks)),
+        key: None,
+        permits,
+        tokens: "sequence",
+        anchored: locks_dir.is_some_and(Dir::anchored),
+        counter,
+        contenders,
+        warnings: Vec::new(),
+    };
+    let wrapped = leases.iter().chain(locks).any(|m| m.name.is_wrapped());
+    counter_warnings(&mut queue, wrapped);
+    contender_warnings(&mut queue);
+    queue
+}
+
+/// kazoo's `Semaphore`: a lease is an ephemeral child with a 32-hex-digit name, the permits
+/// in the root's data, and its lock queue in the sibling `{root}-__lock__` (shown on its own).
+fn kazoo_semaphore(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Option<Queue> {
+    let leases: Vec<&Child> = dir
+        .children
+        .iter()
+        .filter(|c| names::is_kazoo_lease(&c.name) && c.stat.ephemeral_owner != 0)
+        .collect();
+    if leases.is_empty() || leases.len() != dir.children.len() {
+        return None;
+    }
+    let mut leases = leases;
+    leases.sort_by_key(|c| c.stat.czxid);
+    let contenders = leases
+        .iter()
+        .enumerate()
+        .map(|(i, child)| {
+            let m = Member {
+                name: Name {
+                    style: Style::Kazoo,
+                    family: Family::Kazoo,
+                    wants: Wants::Lease,
+                    sequence: -1,
+                },
+                child,
+                record: None,
+            };
+            contender(i + 1, &m, child.name.clone(), None, None, sessions, now_ms)
+        })
+        .collect();
+    let mut queue = Queue {
+        path: dir.path.clone(),
+        kind: "semaphore",
+        libraries: vec!["kazoo"],
+        key: None,
+        permits: permits(&dir.data),
+        tokens: "none",
+        anchored: false,
+        counter: Counter::of(&dir.stat),
+        contenders,
+        warnings: Vec::new(),
+    };
+    contender_warnings(&mut queue);
+    Some(queue)
+}
+
+fn contender(
+    position: usize,
+    m: &Member<'_>,
+    node: String,
+    token: Option<u64>,
+    waits_for: Option<String>,
+    sessions: &Sessions,
+    now_ms: i64,
+) -> Contender {
+    let owner_sid = m.child.stat.ephemeral_owner;
+    let state = (owner_sid != 0)
+        .then(|| sessions.state(owner_sid))
+        .flatten();
+    Contender {
+        position,
+        role: if waits_for.is_none() {
+            "holder"
+        } else {
+            "waiter"
+        },
+        node,
+        wants: m.name.wants.as_str(),
+        library: m.library(),
+        sequence: m.name.sequence,
+        token,
+        session: (owner_sid != 0).then(|| format!("{owner_sid:#x}")),
+        session_state: state.map(|(s, _)| s),
+        session_expires_in_ms: state.and_then(|(_, at)| at).map(|at| at - now_ms),
+        created: crate::time::iso(m.child.stat.ctime),
+        ctime_ms: m.child.stat.ctime,
+        age_ms: now_ms - m.child.stat.ctime,
+        owner: m.owner(),
+        waits_for,
+    }
+}
+
+fn libraries<'a, 'b: 'a>(members: impl Iterator<Item = &'a Member<'b>>) -> Vec<&'static str> {
+    let set: BTreeSet<&'static str> = members.map(Member::library).collect();
+    set.into_iter().collect()
+}
+
+fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::Mutex => "mutex",
+        Family::RwLock => "read/write lock",
+        Family::Election => "election",
+        Family::Lease => "semaphore leases",
+        Family::Kazoo => "kazoo lock",
+        Family::ZkLock => "ZooKeeper WriteLock",
+        Family::ZkElection => "ZooKeeper election",
+    }
+}
+
+fn counter_warnings(queue: &mut Queue, wrapped: bool) {
+    let Counter { next, left } = queue.counter;
+    let end = i64::from(i32::MAX);
+    if left == 0 || wrapped {
+        queue.warnings.push(Warning {
+            kind: "counter-used-up",
+            node: None,
+            message: format!(
+                "the sequence counter of {} is at its end (next {next}): every new contender \
+                 fails (zk-recipes: SequenceWrapped); move the lock to a new root",
+                queue.path
+            ),
+        });
+    } else if (left as f64) < end as f64 * NEAR_END_SHARE {
+        queue.warnings.push(Warning {
+            kind: "counter-near-end",
+            node: None,
+            message: format!(
+                "{left} tokens left: the sequence counter is at {next} of {end}; once used up \
+                 every acquisition fails; plan a move to a new root"
+            ),
+        });
+    }
+}
+
+/// Persistent nodes in the queue, and sessions the servers say have no connection or are
+/// gone.
+fn contender_warnings(queue: &mut Queue) {
+    let mut warnings = Vec::new();
+    for c in &queue.contenders {
+        let holds = c.role == "holder";
+        match (&c.session, c.session_state) {
+            (None, _) => {
+                warnings.push(Warning {
+                    kind: "persistent-node",
+                    node: Some(c.node.clone()),
+                    message: format!(
+                    "{} is a persistent node: no session ends it, so it {} and everyone behind \
+                     it waits forever; delete it if nobody owns it (zkCli: delete {}/{})",
+                    c.node,
+                    if holds { "holds the lock" } else { "will hold the lock once first" },
+                    queue.path,
+                    c.node
+                ),
+                })
+            }
+            (Some(sid), Some(SessionState::Disconnected)) => warnings.push(Warning {
+                kind: "session-disconnected",
+                node: Some(c.node.clone()),
+                message: format!(
+                    "session {sid} of {} has no connection to any server: its client is gone \
+                     or cut off; the node stays until the session expires{}{}",
+                    c.node,
+                    match c.session_expires_in_ms {
+                        Some(ms) => format!(" (in about {})", crate::time::age(ms.max(0))),
+                        None => String::new(),
+                    },
+                    if holds {
+                        ", holding the lock for nobody"
+                    } else {
+                        ""
+                    }
+                ),
+            }),
+            (Some(sid), Some(SessionState::Gone)) => warnings.push(Warning {
+                kind: "session-gone",
+                node: Some(c.node.clone()),
+                message: format!(
+                    "the server tracks no session {sid}, yet {} exists: it should be deleted \
+                     any moment (inspect again)",
+                    c.node
+                ),
+            }),
+            _ => {}
+        }
+    }
+    queue.warnings.extend(warnings);
+}
+
+/// zk-recipes' owner record (`id={uuid}\nowner={label}\n`): the label.
+fn owner_record(data: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(data).ok()?;
+    let mut lines = text.lines();
+    lines.next()?.strip_prefix("id=")?;
+    lines
+        .find_map(|l| l.strip_prefix("owner="))
+        .map(|o| o.trim().to_owned())
+}
+
+/// Node data for people: text, control characters as spaces, at most 120 characters.
+fn text(data: &[u8]) -> Option<String> {
+    let text: String = String::from_utf8_lossy(data)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let mut out: String = text.chars().take(120).collect();
+    if text.chars().count() > 120 {
+        out.push('…');
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_796_116_042_000;
+    const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn node(name: &str, sid: i64, data: &str, age_s: i64) -> Child {
+        let seq = names::parse(name).map_or(0, |n| n.sequence);
+        Child {
+            name: name.to_owned(),
+            stat: Stat {
+                czxid: 0x1_0000_0000 + seq,
+                ctime: NOW - age_s * 1000,
+                ephemeral_owner: sid,
+                ..Stat::default()
+            },
+            data: data.as_bytes().to_vec(),
+            dir: None,
+        }
+    }
+
+    fn ours(seq: i64, sid: i64, owner: &str) -> Child {
+        node(
+            &format!("lock-{seq:010}"),
+            sid,
+            &format!("id={UUID}\nowner={owner}\n"),
+            100 - seq,
+        )
+    }
+
+    fn anchor() -> Child {
+        node(ANCHOR, 0, "", 1000)
+    }
+
+    /// A directory whose counter has seen `creates` child creates.
+    fn dir(path: &str, creates: i32, children: Vec<Child>) -> Dir {
+        let n = children.len() as i32;
+        Dir {
+            path: path.to_owned(),
+            stat: Stat {
+                cversion: creates.wrapping_mul(2).wrapping_sub(n),
+                num_children: n,
+                ..Stat::default()
+            },
+            data: Vec::new(),
+            children,
+        }
+    }
+
+    fn sub(child_name: &str, d: Dir) -> Child {
+        Child {
+            name: child_name.to_owned(),
+            dir: Some(d),
+            ..Child::default()
+        }
+    }
+
+    fn roles(q: &Queue) -> Vec<(&str, &str, Option<&str>)> {
+        q.contenders
+            .iter()
+            .map(|c| (c.role, c.node.as_str(), c.waits_for.as_deref()))
+            .collect()
+    }
+
+    fn kinds(q: &Queue) -> Vec<&str> {
+        q.warnings.iter().map(|w| w.kind).collect()
+    }
+
+    #[test]
+    fn counters_come_back_from_cversion() {
+        // 3 creates, 1 delete: cversion 2 * 3 - 2 = 4 with 2 children.
+        let stat = Stat {
+            cversion: 4,
+            num_children: 2,
+            ..Stat::default()
+        };
+        assert_eq!(Counter::of(&stat).next, 3);
+        let near = Stat {
+            cversion: (i32::MAX - 3).wrapping_mul(2),
+            num_children: 0,
+            ..Stat::default()
+        };
+        assert_eq!(
+            Counter::of(&near),
+            Counter {
+                next: i64::from(i32::MAX) - 3,
+                left: 3
+            }
+        );
+        let full = Stat {
+            cversion: i32::MAX.wrapping_mul(2).wrapping_sub(1),
+            num_children: 1,
+            ..Stat::default()
+        };
+        assert_eq!(Counter::of(&full).left, 0);
+    }
+
+    #[test]
+    fn a_mutex_holder_then_waiters_in_order() {
+        let root = dir(
+            "/locks/report",
+            12,
+            vec![
+                ours(11, 0x12, "cron@b/2"),
+                anchor(),
+                ours(9, 0x10, "web-1/42"),
+                ours(10, 0x11, "x"),
+            ],
+        );
+        let qs = queues(&root, &Sessions::default(), NOW);
+        assert_eq!(qs.len(), 1);
+        let q = &qs[0];
+        assert_eq!((q.kind, q.tokens, q.anchored), ("mutex", "sequence", true));
+        assert_eq!(q.libraries, ["zk-recipes"]);
+        assert_eq!(
+            roles(q),
+            [
+                ("holder", "lock-0000000009", None),
+                ("waiter", "lock-0000000010", Some("lock-0000000009")),
+                ("waiter", "lock-0000000011", Some("lock-0000000010")),
+            ]
+        );
+        let h = &q.contenders[0];
+        assert_eq!(h.token, Some(9));
+        assert_eq!(h.session.as_deref(), Some("0x10"));
+        assert_eq!(h.owner.as_deref(), Some("web-1/42"));
+        assert_eq!(h.age_ms, 91_000);
+        assert_eq!(h.session_state, None);
+        assert_eq!(
+            q.counter,
+            Counter {
+                next: 12,
+                left: i64::from(i32::MAX) - 12
+            }
+        );
+        assert!(q.warnings.is_empty(), "{:?}", q.warnings);
+    }
+
+    #[test]
+    fn keyed_locks_have_zxid_tokens_and_a_key() {
+        let key_dir = dir(
+            "/locks/orders/a%2Fb",
+            2,
+            vec![ours(0, 0x20, "w/1"), ours(1, 0x21, "w/2")],
+        );
+        let space = dir("/locks/orders", 1, vec![sub("a%2Fb", key_dir)]);
+        let qs = queues(&space, &Sessions::default(), NOW);
+        assert_eq!(qs.len(), 1);
+        let q = &qs[0];
+        assert_eq!(
+            (q.kind, q.tokens, q.key.as_deref()),
+            ("keyed-lock", "czxid", Some("a/b"))
+        );
+        assert_eq!(q.contenders[0].token, Some(0x1_0000_0000));
+        assert!(q.warnings.is_empty(), "{:?}", q.warnings);
+    }
+
+    #[test]
+    fn curator_in_a_container_warns_that_it_is_unanchored() {
+        let c = node(&format!("_c_{UUID}-lock-0000000000"), 0x30, "172.17.0.1", 5);
+        let q = &queues(&dir("/curator", 1, vec![c]), &Sessions::default(), NOW)[0];
+        assert_eq!(
+            (q.kind, q.libraries.as_slice()),
+            ("mutex", &["curator"][..])
+        );
+        assert_eq!(q.contenders[0].owner.as_deref(), Some("172.17.0.1"));
+        assert_eq!(kinds(q), ["unanchored-root"]);
+    }
+
+    #[test]
+    fn a_persistent_squatter_blocks_everyone() {
+        let squatter = node("lock-0000000000", 0, "", 3600);
+        let root = dir(
+            "/locks/stuck",
+            3,
+            vec![anchor(), squatter, ours(2, 0x40, "w/1")],
+        );
+        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        assert_eq!(q.contenders[0].session, None);
+        assert_eq!(q.contenders[0].role, "holder");
+        assert_eq!(kinds(q), ["persistent-node"]);
+        assert!(q.warnings[0].message.contains("waits forever"));
+        assert_eq!(q.warnings[0].node.as_deref(), Some("lock-0000000000"));
+    }
+
+    #[test]
+    fn counters_near_their_end_and_used_up() {
+        let near = dir(
+            "/near",
+            i32::MAX - 1000,
+            vec![anchor(), ours(i64::from(i32::MAX) - 1001, 0x1, "a")],
+        );
+        let q = &queues(&near, &Sessions::default(), NOW)[0];
+        assert_eq!(q.counter.left, 1000);
+        assert_eq!(kinds(q), ["counter-near-end"]);
+        assert!(q.warnings[0].message.starts_with("1000 tokens left"));
+        let wrapped = dir(
+            "/wrapped",
+            i32::MAX,
+            vec![anchor(), node("lock-2147483647", 0x2, "", 1)],
+        );
+        let q = &queues(&wrapped, &Sessions::default(), NOW)[0];
+        assert_eq!(kinds(q), ["counter-used-up"]);
+        assert_eq!(q.contenders[0].token, None);
+    }
+
+    #[test]
+    fn readers_share_and_wait_for_the_writer_ahead() {
+        let rw = |kind: &str, seq: i64, sid: i64| {
+            node(
+                &format!("_c_{UUID}-{kind}{seq:010}"),
+                sid,
+                &format!("id={UUID}\nowner=o{seq}\n"),
+                1,
+            )
+        };
+        let root = dir(
+            "/catalog",
+            5,
+            vec![
+                anchor(),
+                rw("__READ__", 0, 1),
+                rw("__READ__", 1, 2),
+                rw("__WRIT__", 2, 3),
+                rw("__READ__", 3, 4),
+            ],
+        );
+        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        assert_eq!(q.kind, "rwlock");
+        let w = format!("_c_{UUID}-__WRIT__0000000002");
+        assert_eq!(
+            roles(q).iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(),
+            [
+                ("holder", None),
+                ("holder", None),
+                (
+                    "waiter",
+                    Some(format!("_c_{UUID}-__READ__0000000001").as_str())
+                ),
+                ("waiter", Some(w.as_str())),
+            ]
+        );
+        assert_eq!(q.contenders[3].wants, "read");
+        assert_eq!(q.libraries, ["zk-recipes"]);
+    }
+
+    #[test]
+    fn a_semaphore_shows_leases_then_its_lock_queue() {
+        let lease =
+            |seq: i64, sid: i64| node(&format!("_c_{UUID}-lease-{seq:010}"), sid, "", 10 - seq);
+        let leases = dir(
+            "/pool/leases",
+            3,
+            vec![lease(0, 1), lease(1, 2), lease(2, 3)],
+        );
+        let locks = dir(
+            "/pool/locks",
+            7,
+            vec![anchor(), ours(5, 3, "c"), ours(6, 4, "d")],
+        );
+        let mut root = dir("/pool", 2, vec![sub("leases", leases), sub("locks", locks)]);
+        root.data = b"2".to_vec();
+        let qs = queues(&root, &Sessions::default(), NOW);
+        assert_eq!(qs.len(), 1, "locks and leases are parts of the semaphore");
+        let q = &qs[0];
+        assert_eq!((q.kind, q.permits), ("semaphore", Some(2)));
+        assert_eq!(
+            roles(q),
+            [
+                (
+                    "holder",
+                    format!("leases/_c_{UUID}-lease-0000000000").as_str(),
+                    None
+                ),
+                (
+                    "holder",
+                    format!("leases/_c_{UUID}-lease-0000000001").as_str(),
+                    None
+                ),
+                (
+                    "waiter",
+                    format!("leases/_c_{UUID}-lease-0000000002").as_str(),
+                    Some("a free lease (2 of 2 taken)")
+                ),
+                (
+                    "waiter",
+                    "locks/lock-0000000006",
+                    Some("locks/lock-0000000005")
+                ),
+            ]
+        );
+        assert_eq!(q.contenders[3].token, None);
+        assert_eq!(q.contenders[3].wants, "lease");
+    }
+
+    #[test]
+    fn kazoo_and_zookeeper_recipes_are_recognised_and_mixing_is_flagged() {
+        let kz = "6d1f0b7ab2c44a4fa0b1c2d3e4f5a6b7";
+        let root = dir(
+            "/mixed",
+            3,
+            vec![
+                node(&format!("{kz}__lock__0000000000"), 1, "kazoo-worker", 3),
+                node(&format!("_c_{UUID}-lock-0000000001"), 2, "10.0.0.2", 2),
+                node("x-72057594037927936-0000000002", 3, "", 1),
+            ],
+        );
+        let qs = queues(&root, &Sessions::default(), NOW);
+        let libs: Vec<_> = qs
+            .iter()
+            .map(|q| (q.kind, q.libraries[0], q.tokens))
+            .collect();
+        assert_eq!(
+            libs,
+            [
+                ("mutex", "curator", "sequence"),
+                ("mutex", "kazoo", "none"),
+                ("mutex", "zookeeper", "none")
+            ]
+        );
+        for q in &qs {
+            assert_eq!(
+                q.contenders[0].role, "holder",
+                "each protocol has its own holder"
+            );
+            assert!(kinds(q).contains(&"mixed-recipes"));
+        }
+        assert_eq!(qs[1].contenders[0].owner.as_deref(), Some("kazoo-worker"));
+    }
+
+    #[test]
+    fn a_kazoo_semaphore_shows_its_leases() {
+        let lease = |hex: &str, sid: i64, who: &str| node(hex, sid, who, 3);
+        let mut root = dir(
+            "/kz-pool",
+            2,
+            vec![
+                lease("a1b2c3d4e5f60718293a4b5c6d7e8f90", 2, "worker-2"),
+                lease("3f2a9c0d5e6b4f718293a4b5c6d7e8f9", 1, "worker-1"),
+            ],
+        );
+        root.children[1].stat.czxid = 1;
+        root.children[0].stat.czxid = 2;
+        root.data = b"3".to_vec();
+        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        assert_eq!(
+            (q.kind, q.permits, q.tokens),
+            ("semaphore", Some(3), "none")
+        );
+        assert_eq!(q.libraries, ["kazoo"]);
+        let owners: Vec<_> = q.contenders.iter().map(|c| c.owner.as_deref()).collect();
+        assert_eq!(
+            owners,
+            [Some("worker-1"), Some("worker-2")],
+            "in creation order"
+        );
+        assert!(q.contenders.iter().all(|c| c.role == "holder"));
+    }
+
+    #[test]
+    fn sessions_without_a_connection_are_flagged() {
+        let mut sessions = Sessions {
+            all_answered: true,
+            connected: HashMap::from([(0x2, "zk1:2181".to_owned())]),
+            tracked: Some(HashMap::from([(0x1, Some(NOW + 25_000)), (0x2, None)])),
+        };
+        let root = dir(
+            "/l",
+            3,
+            vec![
+                anchor(),
+                ours(0, 0x1, "gone-host/1"),
+                ours(1, 0x2, "b"),
+                ours(2, 0x3, "c"),
+            ],
+        );
+        let q = &queues(&root, &sessions, NOW)[0];
+        let states: Vec<_> = q.contenders.iter().map(|c| c.session_state).collect();
+        use SessionState::*;
+        assert_eq!(states, [Some(Disconnected), Some(Connected), Some(Gone)]);
+        assert_eq!(q.contenders[0].session_expires_in_ms, Some(25_000));
+        assert_eq!(kinds(q), ["session-disconnected", "session-gone"]);
+        assert!(q.warnings[0].message.contains("in about 25s"));
+        assert!(q.warnings[0]
+            .message
+            .contains("holding the lock for nobody"));
+        // A server that did not answer: nobody can be called disconnected.
+        sessions.all_answered = false;
+        let q = &queues(&root, &sessions, NOW)[0];
+        assert_eq!(q.contenders[0].session_state, None);
+    }
+
+    #[test]
+    fn idle_anchored_roots_are_shown_and_plain_directories_are_not() {
+        let idle = dir("/locks/idle", 40, vec![anchor()]);
+        let parent = dir(
+            "/locks",
+            2,
+            vec![sub("idle", idle), node("config", 0, "x", 1)],
+        );
+        let qs = queues(&parent, &Sessions::default(), NOW);
+        assert_eq!(qs.len(), 1);
+        assert_eq!((qs[0].path.as_str(), qs[0].kind), ("/locks/idle", "idle"));
+        assert!(qs[0].contenders.is_empty());
+    }
+
+    #[test]
+    fn owner_records_and_text() {
+        assert_eq!(
+            owner_record(b"id=x\nowner=web-1/42\n").as_deref(),
+            Some("web-1/42")
+        );
+        assert_eq!(owner_record(b"owner=a"), None);
+        assert_eq!(text(b"  10.0.0.1\n").as_deref(), Some("10.0.0.1"));
+        assert_eq!(text(b"\x00\x01"), None);
+        assert_eq!(text(&[b'a'; 200]).unwrap().chars().count(), 121);
+    }
+}
