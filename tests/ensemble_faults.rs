@@ -354,7 +354,7 @@ async fn lost_replies_to_creates_and_fenced_writes_body() {
         bed.wait_writes(Instant::now(), 3, 60).await;
         let proxy = &proxies[k % 2];
         if (k / 2) % 2 == 0 {
-            proxy.lose_next_reply(|r| r.is_create() && r.contains(b"/lock-"));
+            proxy.lose_next_reply(|r| r.create_path().is_some_and(|p| p.ends_with("lock-")));
             creates += 1;
         } else {
             proxy.lose_next_reply(|r| r.opcode() == opcode::MULTI && r.contains(b"/ops/"));

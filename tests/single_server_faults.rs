@@ -193,7 +193,7 @@ async fn a_lost_create_reply_is_recovered_by_uuid_and_owner_body() {
     let counter = events();
     let (host, chroot) = zk.connect.split_at(zk.connect.find('/').unwrap());
     let proxy = FaultProxy::start(host).await.unwrap();
-    proxy.lose_next_reply(|request| request.is_create() && request.contains(b"/lock-"));
+    proxy.lose_next_reply(|r| r.create_path().is_some_and(|p| p.ends_with("lock-")));
     let session = Session::connect(
         SessionOptions::new(format!("{}{}", proxy.addr(), chroot))
             .connection_timeout(scaled(Duration::from_secs(10))),

@@ -146,6 +146,24 @@ impl<'a> Request<'a> {
         needle.is_empty() || self.body().windows(needle.len()).any(|w| w == needle)
     }
 
+    /// The path a create (of any form) names, as the client sent it (with its chroot);
+    /// `None` for other requests or a body too short to hold one.
+    ///
+    /// ```no_run
+    /// # async fn demo(proxy: zk_testcontainers::FaultProxy) {
+    /// // Lose the reply to a sequential lock node's create, not to its directory's.
+    /// proxy.lose_next_reply(|r| r.create_path().is_some_and(|p| p.ends_with("lock-")));
+    /// # }
+    /// ```
+    pub fn create_path(&self) -> Option<&'a str> {
+        if !self.is_create() {
+            return None;
+        }
+        let body = self.body();
+        let len = usize::try_from(i32::from_be_bytes(body.get(..4)?.try_into().ok()?)).ok()?;
+        std::str::from_utf8(body.get(4..4 + len)?).ok()
+    }
+
     /// Whether it creates a node, in any of its forms (`create`, `create2`, container, TTL).
     ///
     /// ```no_run

@@ -317,11 +317,10 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
         });
     let mut out = Vec::new();
     for (family, list) in &families {
-        let keyed = *family == Family::Mutex
-            && !anchored
-            && list
-                .iter()
-                .any(|m| m.name.style == Style::Plain && m.record.is_some());
+        // Ours, unanchored: a keyed lock's directory (its nodes carry our owner record, under
+        // protected names since a reaped directory restarts its sequence).
+        let keyed =
+            *family == Family::Mutex && !anchored && list.iter().any(|m| m.record.is_some());
         let (kind, tokens) = match family {
             Family::Mutex if keyed => ("keyed-lock", "czxid"),
             Family::Mutex => ("mutex", "sequence"),
