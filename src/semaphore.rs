@@ -170,7 +170,7 @@ impl ZkSemaphore {
             let epoch = self.session.epoch().await?;
             let created = self
                 .leases
-                .enqueue(&epoch, LEASE[0], Naming::Protected, None)
+                .enqueue(&epoch, LEASE[0], Naming::Protected, None, true)
                 .await?;
             let granted = self.wait_for_room(&epoch, &created, wait).await;
             // Let the next contender in, whatever happened; dropping would do it too.
@@ -195,7 +195,7 @@ impl ZkSemaphore {
                 .filter(|c| !c.is_wrapped())
                 .count()
         };
-        if live(&created.children) <= self.permits as usize {
+        if live(created.children()) <= self.permits as usize {
             return Ok(true);
         }
         if wait == Wait::No {

@@ -123,6 +123,9 @@ async fn each_release_wakes_exactly_one_of_fifty_waiters_body() {
         }));
     }
     wait_children(&raw, ROOT, waiters + 1).await;
+    // Each waiter watches the node ahead of it once queued (its watch set before the holder
+    // releases, so that every wake-up is a watch firing).
+    counter.wait_for("watching", waiters).await;
     let (fired_before, relisted_before) =
         (counter.get("watch fired"), counter.get("listing again"));
     guard.release().await.unwrap();

@@ -21,17 +21,33 @@ use crate::session::{Deleted, Epoch, Release, Session};
 const NODE_OPTIONS: zk::CreateOptions<'static> =
     zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
 
-/// A node just put in a queue, with the children listed right after.
+/// What an enqueue learnt of the queue right after its create.
+pub(crate) enum Listing {
+    /// The children.
+    Children(Vec<String>),
+    /// Only how many there are (a queue that may be deep, see `deep.rs`).
+    Count(usize),
+}
+
+/// A node just put in a queue, with the children listed (or counted) right after.
 pub(crate) struct Created {
     pub node: OwnedNode,
     pub contender: Contender,
     /// The token a grant of this node carries.
     pub token: FencingToken,
     pub czxid: i64,
-    pub children: Vec<String>,
+    pub listing: Listing,
 }
 
 impl Created {
+    /// The children listed right after the create (none where they were only counted).
+    pub fn children(&self) -> &[String] {
+        match &self.listing {
+            Listing::Children(children) => children,
+            Listing::Count(_) => &[],
+        }
+    }
+
     /// The node holds: hand it out, to be deleted as `release` says, and ended by a data
     /// change as `on_change` says.
     pub fn into_grant(self, release: Release, on_change: OnChange) -> Grant {
@@ -44,8 +60,8 @@ impl Created {
 
 impl Queue {
     /// Puts a node named `name` carrying `data` (`None`: the owner record, see
-    /// [`owner_record`]) in the queue (checking the root first) and
-    /// returns it with the children listed right after its creation. Dropping the result
+    /// [`owner_record`]) in the queue (checking the root first) and returns it with the
+    /// children listed (`list`) or counted right after its creation. Dropping the result
     /// deletes the node in the background.
     pub async fn enqueue(
         &self,
@@ -53,14 +69,18 @@ impl Queue {
         name: &'static str,
         naming: Naming,
         data: Option<&[u8]>,
+        list: bool,
     ) -> Result<Created> {
         let mut replaced = 0;
-        let (node, contender, czxid, children) = loop {
+        let (node, contender, czxid, listing) = loop {
             let root_czxid = match self.mode {
                 RootMode::Container { .. } => None,
                 RootMode::Anchored | RootMode::Unanchored => Some(self.ensure_root(epoch).await?),
             };
-            match self.create(epoch, name, naming, data, root_czxid).await {
+            match self
+                .create(epoch, name, naming, data, root_czxid, list)
+                .await
+            {
                 // An emptied container root reaped (and perhaps created again) since we looked:
                 // follow it, a few times at most.
                 Err(Error::RootReplaced { .. })
@@ -91,7 +111,7 @@ impl Queue {
             // numbers for the same resource, which a store fenced with zxids would mix up.
             Some(_)
                 if matches!(self.mode, RootMode::Container { .. })
-                    && children.iter().any(|c| c == ANCHOR) =>
+                    && matches!(&listing, Listing::Children(c) if c.iter().any(|c| c == ANCHOR)) =>
             {
                 Some(Error::UnsuitableRoot {
                     path: self.root.to_string(),
@@ -116,13 +136,13 @@ impl Queue {
             contender,
             token: token.unwrap_or_default(),
             czxid,
-            children,
+            listing,
         })
     }
 
-    /// Creates our node and lists the children in one go: both requests leave back to back on
-    /// the same session (ZooKeeper answers a session's requests in order), so the listing
-    /// includes our node and costs no extra round trip.
+    /// Creates our node and lists (`list`) or counts the children in one go: both requests
+    /// leave back to back on the same session (ZooKeeper answers a session's requests in
+    /// order), so the listing includes our node and costs no extra round trip.
     ///
     /// The work runs in its own task, which hands the node over as an [`OwnedNode`]: if the
     /// caller was cancelled meanwhile, the node is dropped and deleted in the background.
@@ -133,6 +153,7 @@ impl Queue {
         naming: Naming,
         data: Option<&[u8]>,
         root_czxid: Option<i64>,
+        list: bool,
     ) -> Result<Found> {
         let uuid = new_uuid();
         // Plain names need the record (a lost create reply is recovered by its id); the other
@@ -162,6 +183,7 @@ impl Queue {
             root_czxid,
             make_dir: matches!(self.mode, RootMode::Container { fresh: true }),
             container: matches!(self.mode, RootMode::Container { .. }),
+            list,
         };
         tokio::spawn(async move {
             // A failed send drops the node, which deletes itself.
@@ -171,8 +193,8 @@ impl Queue {
     }
 }
 
-/// Our node, parsed, its czxid, and the children listed right after its creation.
-type Found = (OwnedNode, Contender, i64, Vec<String>);
+/// Our node, parsed, its czxid, and the children listed (or counted) right after its creation.
+type Found = (OwnedNode, Contender, i64, Listing);
 
 #[derive(Clone)]
 struct CreateTask {
@@ -189,11 +211,26 @@ struct CreateTask {
     /// What the root's czxid must be: another means the root was replaced (`None` for a
     /// keyed lock's directory, whose incarnations do not matter: its tokens are zxids).
     root_czxid: Option<i64>,
-    /// Create the root (a container) in the same burst: a keyed lock's directory not known to
-    /// exist.
+    /// Create the root (a container) in one transaction with the node: a keyed lock's
+    /// directory not known to exist.
     make_dir: bool,
     /// The root is a keyed lock's container directory.
     container: bool,
+    /// List the children after the create (else count them: the queue may be deep).
+    list: bool,
+}
+
+/// A request's answer, whichever of two forms it was sent in.
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What a burst's create said.
+enum Made {
+    /// Our node was made: its stat and path.
+    Node(zk::Stat, String),
+    /// The directory's create failed (and the transaction with it: nothing was made).
+    Dir(zk::Error),
+    /// The node's create failed, or the request (a lost connection: it may have been made).
+    Failed(zk::Error),
 }
 
 /// Containers, readable and writable by anyone, like Curator's
@@ -214,25 +251,21 @@ impl CreateTask {
         let mut reaped = 0;
         loop {
             let client = self.epoch.client()?;
-            // All three leave back to back; ZooKeeper answers them in order.
-            let (dir, created, listed) = {
-                let dir = match self.make_dir {
-                    true => Some(client.create(root, &[], &DIR_OPTIONS)),
-                    false => None,
-                };
-                let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
-                let list = client.get_children(root);
-                let dir = match dir {
-                    Some(dir) => Some(dir.await),
-                    None => None,
-                };
-                (dir, create.await, list.await)
+            // Both leave back to back; ZooKeeper answers them in order.
+            let (made, listed) = {
+                let made = self.burst_create(&client)?;
+                let look = self.look(&client);
+                (made.await, look.await)
             };
             drop(client);
-            match created {
-                Ok((stat, sequence)) => {
-                    let path = format!("{}{}", self.prefix, sequence);
+            match made {
+                Made::Node(mut stat, path) => {
                     let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
+                    if stat.is_invalid() {
+                        // A server that answers a create inside a transaction without the
+                        // node's stat (ZOOKEEPER-4026): read it.
+                        stat = self.stat_of(&node.path).await?;
+                    }
                     // A grant stands for the session it was made on, and only that one.
                     if stat.ephemeral_owner != self.epoch.id() {
                         return Err(Error::unexpected(format!(
@@ -243,65 +276,64 @@ impl CreateTask {
                     let name = node.path[root.len() + 1..].to_owned();
                     let contender = Contender::parse(&name, &names)
                         .ok_or_else(|| Error::unexpected(format!("unparsable node name {name}")))?;
-                    let children = match listed {
-                        Ok((children, parent)) => {
+                    let listing = match listed {
+                        Ok((listing, parent)) => {
                             self.check_root(&parent)?;
-                            children
+                            listing
                         }
                         // The listing shares the create's fate only on a broken connection.
-                        Err(_) => self.list_again().await?,
+                        Err(_) => self.look_again().await?,
                     };
-                    return Ok((node, contender, stat.czxid, children));
+                    return Ok((node, contender, stat.czxid, listing));
                 }
-                // A keyed lock's directory that is not there: see what its create said.
-                Err(zk::Error::NoNode) if self.container && reaped < MAX_REAPED => {
+                // A keyed lock's directory that someone else made: create in it.
+                Made::Dir(zk::Error::NodeExists) => {
+                    debug!(dir = %root, "the key's directory is there; creating in it");
+                    self.make_dir = false;
+                }
+                // The space itself is missing: make it (and its parents).
+                Made::Dir(zk::Error::NoNode) if reaped < MAX_REAPED => {
+                    reaped += 1;
                     let space = self.root.parent();
-                    match dir {
-                        // The space itself is missing: make it (and its parents).
-                        Some(Err(zk::Error::NoNode)) => {
-                            let open =
-                                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                            self.epoch
-                                .retry(space, |c| async move { c.mkdir(space, open).await })
-                                .await?;
-                        }
-                        Some(Err(zk::Error::NoChildrenForEphemerals)) => {
-                            return Err(Error::UnsuitableRoot {
-                                path: space.to_owned(),
-                                kind: RootKind::Ephemeral,
-                            })
-                        }
-                        Some(Err(e)) if e != zk::Error::NodeExists && !connection_lost(&e) => {
-                            return Err(self.epoch.error(e, root))
-                        }
-                        // Reaped since it was made (or known): make it again.
-                        _ => {
-                            reaped += 1;
-                            debug!(dir = %root, "the key's directory is gone; creating it again");
-                            self.make_dir = true;
-                        }
-                    }
+                    let open = &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                    self.epoch
+                        .retry(space, |c| async move { c.mkdir(space, open).await })
+                        .await?;
                 }
-                Err(zk::Error::NoChildrenForEphemerals) => {
+                Made::Dir(zk::Error::NoChildrenForEphemerals) => {
+                    return Err(Error::UnsuitableRoot {
+                        path: self.root.parent().to_owned(),
+                        kind: RootKind::Ephemeral,
+                    })
+                }
+                Made::Dir(e) => return Err(self.epoch.error(e, root)),
+                // A keyed lock's directory believed there but reaped: make it again, with the
+                // contender, in one transaction.
+                Made::Failed(zk::Error::NoNode) if self.container && reaped < MAX_REAPED => {
+                    reaped += 1;
+                    debug!(dir = %root, "the key's directory is gone; creating it again");
+                    self.make_dir = true;
+                }
+                Made::Failed(zk::Error::NoChildrenForEphemerals) => {
                     return Err(Error::UnsuitableRoot {
                         path: root.to_owned(),
                         kind: RootKind::Ephemeral,
                     })
                 }
-                Err(zk::Error::NoNode) => {
+                Made::Failed(zk::Error::NoNode) => {
                     return Err(Error::RootReplaced {
                         path: root.to_owned(),
                     })
                 }
                 // Plain names collide only where the counter is used up: ZooKeeper (3.8) gives
                 // `i32::MAX` to every child once it gets there.
-                Err(zk::Error::NodeExists) if self.naming == Naming::Plain => {
+                Made::Failed(zk::Error::NodeExists) if self.naming == Naming::Plain => {
                     return Err(Error::SequenceWrapped {
                         path: root.to_owned(),
                         sequence: i64::from(i32::MAX),
                     })
                 }
-                Err(e) if connection_lost(&e) => {
+                Made::Failed(e) if connection_lost(&e) => {
                     // The create may have happened with its reply lost: look for our uuid.
                     let found = match self.epoch.after_loss(&mut losses).await {
                         Ok(()) => self.find_ours(&names).await,
@@ -318,9 +350,56 @@ impl CreateTask {
                         }
                     }
                 }
-                Err(err) => return Err(self.epoch.error(err, root)),
+                Made::Failed(err) => return Err(self.epoch.error(err, root)),
             }
         }
+    }
+
+    /// Sends this attempt's create: with its keyed lock's directory in one transaction where
+    /// the directory is not known to exist (one log write for both, and no empty directory
+    /// left should the session end between them), else the node's create alone.
+    fn burst_create<'c>(&'c self, client: &'c zk::Client) -> Result<BoxFuture<'c, Made>> {
+        if !self.make_dir {
+            let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+            let prefix = self.prefix.clone();
+            return Ok(Box::pin(async move {
+                match create.await {
+                    Ok((stat, sequence)) => Made::Node(stat, format!("{prefix}{sequence}")),
+                    Err(e) => Made::Failed(e),
+                }
+            }));
+        }
+        let root = self.root.as_str();
+        let mut multi = client.new_multi_writer();
+        multi
+            .add_create(root, &[], &DIR_OPTIONS)
+            .and_then(|()| multi.add_create(&self.prefix, &self.data, &NODE_OPTIONS))
+            .map_err(|e| self.epoch.error(e, root))?;
+        let commit = multi.commit();
+        Ok(Box::pin(async move {
+            match commit.await {
+                Ok(mut results) => match results.pop() {
+                    Some(zk::MultiWriteResult::Create { path, stat }) => Made::Node(stat, path),
+                    other => Made::Failed(zk::Error::UnexpectedError(format!(
+                        "a transaction of two creates answered {other:?} last"
+                    ))),
+                },
+                Err(zk::MultiWriteError::OperationFailed { index: 0, source }) => Made::Dir(source),
+                Err(zk::MultiWriteError::OperationFailed { source, .. }) => Made::Failed(source),
+                Err(zk::MultiWriteError::RequestFailed { source }) => Made::Failed(source),
+            }
+        }))
+    }
+
+    /// The stat of our node at `path`.
+    async fn stat_of(&self, path: &str) -> Result<zk::Stat> {
+        let stat = self
+            .epoch
+            .retry(path, |c| async move { c.check_stat(path).await })
+            .await?;
+        stat.ok_or_else(|| Error::Lost {
+            path: path.to_owned(),
+        })
     }
 
     /// In the background: finds the node this attempt may have made (once the connection is
@@ -341,6 +420,43 @@ impl CreateTask {
                 }
             }
         });
+    }
+
+    /// The burst's second request: list the children, or count them.
+    fn look<'c>(
+        &'c self,
+        client: &'c zk::Client,
+    ) -> BoxFuture<'c, std::result::Result<(Listing, zk::Stat), zk::Error>> {
+        if self.list {
+            let list = client.get_children(self.root.as_str());
+            Box::pin(async move {
+                let (children, parent) = list.await?;
+                Ok((Listing::Children(children), parent))
+            })
+        } else {
+            let stat = client.check_stat(self.root.as_str());
+            Box::pin(async move {
+                let parent = stat.await?.ok_or(zk::Error::NoNode)?;
+                Ok((Listing::Count(count(&parent)), parent))
+            })
+        }
+    }
+
+    /// [`Self::look`] again, on its own.
+    async fn look_again(&self) -> Result<Listing> {
+        if self.list {
+            return Ok(Listing::Children(self.list_again().await?));
+        }
+        let root = self.root.as_str();
+        let parent = self
+            .epoch
+            .retry(root, |c| async move { c.check_stat(root).await })
+            .await?
+            .ok_or_else(|| Error::RootReplaced {
+                path: root.to_owned(),
+            })?;
+        self.check_root(&parent)?;
+        Ok(Listing::Count(count(&parent)))
     }
 
     async fn list_again(&self) -> Result<Vec<String>> {
@@ -380,18 +496,28 @@ impl CreateTask {
             Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),
             other => other?,
         }
-        let children = match self.list_again().await {
+        // Protected names are found in the listing; plain ones by the session's own nodes,
+        // so a queue that may be deep is only counted.
+        let looked = match self.naming {
+            Naming::Protected => self.list_again().await.map(Listing::Children),
+            Naming::Plain => self.look_again().await,
+        };
+        let listing = match looked {
             // A keyed lock's directory that is not there holds no node of ours.
             Err(Error::Zk(zk::Error::NoNode)) if self.container => return Ok(None),
             other => other?,
         };
-        // Plain names: the server lists this session's own nodes with our prefix, so only
-        // those are read; protected names carry the uuid themselves.
         let candidates: Vec<Contender> = match self.naming {
-            Naming::Protected => sorted_contenders(&children, names)
-                .into_iter()
-                .filter(|c| c.has_uuid(&self.uuid))
-                .collect(),
+            Naming::Protected => sorted_contenders(
+                match &listing {
+                    Listing::Children(children) => children,
+                    Listing::Count(_) => &[],
+                },
+                names,
+            )
+            .into_iter()
+            .filter(|c| c.has_uuid(&self.uuid))
+            .collect(),
             Naming::Plain => {
                 let prefix = self.prefix.as_str();
                 let ours = self
@@ -425,11 +551,16 @@ impl CreateTask {
             if ours {
                 debug!(node = %path, "recovered our node after a lost create reply");
                 let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
-                return Ok(Some((node, contender, stat.czxid, children)));
+                return Ok(Some((node, contender, stat.czxid, listing)));
             }
         }
         Ok(None)
     }
+}
+
+/// How many children a root's stat counts.
+fn count(parent: &zk::Stat) -> usize {
+    usize::try_from(parent.num_children).unwrap_or(0)
 }
 
 /// A contender node we created and have not yet handed out: dropping it deletes it in the

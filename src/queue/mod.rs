@@ -27,11 +27,13 @@
 //!
 //! The parts: [`wait`] is the algorithm (enqueue, decide, watch one node, decide again);
 //! [`create`] puts a node in the queue (create and list in one burst, a lost reply recovered);
+//! [`deep`] finds the node ahead by name where the queue may be too deep to list;
 //! [`root`] checks the root once (persistent, anchored, its czxid noted). The rules live with
 //! their recipes ([`exclusive`] here, as the mutex, the election and the semaphore's internal
 //! lock share it; the read/write rule in `rwlock.rs`).
 
 mod create;
+mod deep;
 mod root;
 mod wait;
 
@@ -42,6 +44,7 @@ use crate::path::{Contender, Naming, ZkPath};
 use crate::session::Session;
 
 pub(crate) use create::Created;
+pub(crate) use deep::Depths;
 
 /// What a contender does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

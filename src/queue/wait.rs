@@ -8,16 +8,21 @@
 //! (the event `NodeDataChanged`, see the module docs) removes it and every node ahead of it. So
 //! the second in line holds without a read, and after a head release so does anyone. Only when
 //! the listing cannot tell does the waiter list again.
+//!
+//! Where the queue may be deep, the enqueue counts the children instead of listing them, and
+//! the waiter finds the node ahead by name (`deep.rs`); it comes back here for a listing only
+//! where names cannot tell.
 
 use std::sync::Arc;
 
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
+use super::create::Listing;
 use super::{Decision, Queue, Rule, Wait};
 use crate::error::{Error, Result};
 use crate::grant::{Grant, OnChange};
-use crate::path::{sorted_contenders, Contender};
+use crate::path::{sorted_contenders, Contender, Naming};
 use crate::session::{Epoch, Release};
 
 impl Queue {
@@ -65,12 +70,25 @@ impl Queue {
         data: Option<&[u8]>,
         wait: Wait,
     ) -> Result<Option<Grant>> {
-        let mut created = self.enqueue(epoch, name, rule.naming, data).await?;
-        let children = std::mem::take(&mut created.children);
-        let Some(head) = self
-            .wait_turn(epoch, rule, &created.contender, children, wait)
-            .await?
-        else {
+        let (list, enqueuing) = self.begin_enqueue(rule);
+        let mut created = self.enqueue(epoch, name, rule.naming, data, list).await?;
+        drop(enqueuing);
+        let ours = &created.contender;
+        let turn = match std::mem::replace(&mut created.listing, Listing::Count(0)) {
+            Listing::Children(children) => {
+                self.saw_depth(children.len());
+                debug!(children = children.len(), "listed");
+                self.wait_turn(epoch, rule, ours, children, wait).await?
+            }
+            // Counted: the queue may have grown since (a listing now could be long), so the
+            // node ahead is looked for by name, which lists only where names cannot tell.
+            Listing::Count(n) => {
+                self.saw_depth(n);
+                debug!(children = n, "counted; looking for the node ahead by name");
+                self.wait_by_name(epoch, rule, ours, wait).await?
+            }
+        };
+        let Some(head) = turn else {
             debug!(node = %created.node.path, "not free; withdrawing");
             return Ok(None);
         };
@@ -114,10 +132,7 @@ impl Queue {
                 return Ok(None);
             }
             let next = once_gone(rule, queue, at, i);
-            let turn = match self
-                .wait_gone(epoch, &next.watched, rule.head_release)
-                .await?
-            {
+            let turn = match self.wait_gone(epoch, &next.watched, rule).await? {
                 Gone::AsHead => next.after_head_release,
                 Gone::Plainly => next.after_deletion,
             };
@@ -125,39 +140,78 @@ impl Queue {
                 return Ok(Some(head));
             }
             debug!("listing again");
-            let root = self.root.as_str();
-            children = epoch
-                .retry(root, |c| async move { c.list_children(root).await })
-                .await?;
+            children = self.list(epoch).await?;
         }
     }
 
+    /// Lists the children and waits as [`Self::wait_turn`] does.
+    pub(super) async fn wait_listed(
+        &self,
+        epoch: &Epoch,
+        rule: Rule,
+        ours: &Contender,
+        wait: Wait,
+    ) -> Result<Option<bool>> {
+        let children = self.list(epoch).await?;
+        self.wait_turn(epoch, rule, ours, children, wait).await
+    }
+
+    async fn list(&self, epoch: &Epoch) -> Result<Vec<String>> {
+        let root = self.root.as_str();
+        let children = epoch
+            .retry(root, |c| async move { c.list_children(root).await })
+            .await?;
+        self.saw_depth(children.len());
+        debug!(children = children.len(), "listed");
+        Ok(children)
+    }
+
     /// Waits for `watched` to go, telling a head release from any other deletion where the
-    /// recipe has them (`head_releases`).
-    async fn wait_gone(
+    /// recipe has them.
+    ///
+    /// The watch is a data watch where the node's data is known to be small (plain names carry
+    /// only the owner record): on a node already gone it leaves nothing on the server, where an
+    /// exists-watch would stay registered, for a name that never comes back, until the session
+    /// ends. Other nodes (an election candidate's data is the user's) get an exists-watch.
+    pub(super) async fn wait_gone(
         &self,
         epoch: &Epoch,
         watched: &Contender,
-        head_releases: bool,
+        rule: Rule,
     ) -> Result<Gone> {
+        let head_releases = rule.head_release;
+        let by_data = rule.naming == Naming::Plain;
         let path = self.root.child(&watched.name);
         let span = debug_span!("wait", watched = %watched.name);
         async {
             loop {
                 let at = path.as_str();
-                let watcher = match epoch
-                    .retry(at, |c| async move { c.check_and_watch_stat(at).await })
-                    .await?
-                {
-                    (None, _) => return Ok(Gone::Plainly),
+                let watch = epoch
+                    .retry(at, |c| async move {
+                        if !by_data {
+                            return match c.check_and_watch_stat(at).await? {
+                                (Some(stat), watcher) => Ok(Some((stat, watcher))),
+                                (None, _) => Ok(None),
+                            };
+                        }
+                        match c.get_and_watch_data(at).await {
+                            Ok((_, stat, watcher)) => Ok(Some((stat, watcher))),
+                            Err(zk::Error::NoNode) => Ok(None),
+                            Err(e) => Err(e),
+                        }
+                    })
+                    .await?;
+                let watcher = match watch {
+                    None => return Ok(Gone::Plainly),
                     // Changed before our watch was set: the change we would have been told of
                     // (our nodes are created at version 0, and a head release deletes its node
                     // in the same transaction, so only someone else's change is seen here).
-                    (Some(stat), _) if head_releases && stat.version != 0 => {
+                    Some((stat, _)) if head_releases && stat.version != 0 => {
                         return Ok(Gone::AsHead)
                     }
-                    (Some(_), watcher) => watcher,
+                    Some((_, watcher)) => watcher,
                 };
+                debug!("watching");
                 let event = tokio::select! {
                     event = watcher.changed() => event,
                     _ = epoch.ended() => return Err(epoch.over()),
@@ -194,7 +248,7 @@ impl Queue {
 }
 
 /// How a watched node went.
-enum Gone {
+pub(super) enum Gone {
     /// By a head release: every node ahead of it is gone too.
     AsHead,
     /// Some other way (cancelled, expired, a peer's release): nothing more is known.

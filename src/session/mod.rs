@@ -83,6 +83,8 @@ struct Inner {
     // `true` after `close()`; dropped with the last `Session`: either stops the supervisor,
     // which closes the ZooKeeper session.
     shutdown: watch::Sender<bool>,
+    /// How deep this session last saw its queues (see `queue/deep.rs`).
+    depths: crate::queue::Depths,
 }
 
 /// A ZooKeeper session shared by every recipe made from it, with its state published and a
@@ -164,6 +166,7 @@ impl Session {
                 state: state_rx,
                 janitor: janitor_tx,
                 shutdown: shutdown_tx,
+                depths: crate::queue::Depths::default(),
             }),
         })
     }
@@ -213,6 +216,11 @@ impl Session {
     }
 
     /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
+    /// How deep this session last saw its queues, by root.
+    pub(crate) fn depths(&self) -> &crate::queue::Depths {
+        &self.inner.depths
+    }
+
     pub(crate) fn owner(&self) -> &str {
         &self.inner.options.owner
     }

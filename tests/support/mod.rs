@@ -143,6 +143,22 @@ impl EventCounter {
         self.0.lock().unwrap().get(message).copied().unwrap_or(0)
     }
 
+    /// The sum of the counts of `messages`.
+    pub fn sum(&self, messages: &[&str]) -> usize {
+        messages.iter().map(|m| self.get(m)).sum()
+    }
+
+    /// Waits (on the events themselves) until `messages` have been counted `n` times in all.
+    pub async fn wait_for_sum(&self, messages: &[&str], n: usize) {
+        let mut rx = self.1.subscribe();
+        within(&format!("{n} x {messages:?}"), 30, async {
+            while self.sum(messages) < n {
+                rx.changed().await.unwrap();
+            }
+        })
+        .await;
+    }
+
     /// Waits (on the events themselves) until `message` has been counted `n` times.
     pub async fn wait_for(&self, message: &str, n: usize) {
         let mut rx = self.1.subscribe();
@@ -155,7 +171,15 @@ impl EventCounter {
     }
 
     fn record(&self, message: String) {
-        *self.0.lock().unwrap().entry(message).or_default() += 1;
+        self.add_owned(message, 1);
+    }
+
+    fn add(&self, key: &str, n: usize) {
+        self.add_owned(key.to_owned(), n);
+    }
+
+    fn add_owned(&self, key: String, n: usize) {
+        *self.0.lock().unwrap().entry(key).or_default() += n;
         self.1.send_modify(|n| *n += 1);
     }
 }
@@ -208,9 +232,17 @@ pub fn counting_events(test: impl std::future::Future<Output = ()>) {
 
 struct CountLayer(EventCounter);
 
-struct MessageVisitor(Option<String>);
+/// An event's message and its `children` field (the library's `"listed"` events carry how
+/// many names a listing returned: counted as `"listed children"`).
+struct MessageVisitor(Option<String>, Option<u64>);
 
 impl Visit for MessageVisitor {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "children" {
+            self.1 = Some(value);
+        }
+    }
+
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
             self.0 = Some(format!("{value:?}"));
@@ -220,8 +252,11 @@ impl Visit for MessageVisitor {
 
 impl<S: tracing::Subscriber> Layer<S> for CountLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut visitor = MessageVisitor(None);
+        let mut visitor = MessageVisitor(None, None);
         event.record(&mut visitor);
+        if let (Some("listed"), Some(n)) = (visitor.0.as_deref(), visitor.1) {
+            self.0.add("listed children", n as usize);
+        }
         if let Some(message) = visitor.0 {
             self.0.record(message);
         }
