@@ -68,6 +68,30 @@ pub struct Args {
     )]
     pub rounds: u32,
 
+    /// Instead of the rounds: the hot-lock experiment, zk-recipes with this many waiters on
+    /// one lock (comma-separated), each run on a fresh server of its own.
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub hot_lock: Vec<usize>,
+
+    /// The hot-lock experiment: zk-recipes' waiters spread over this many sessions (each
+    /// number a run of its own).
+    #[arg(
+        long,
+        value_name = "S,...",
+        value_delimiter = ',',
+        default_value = "1,100"
+    )]
+    pub hot_sessions: Vec<usize>,
+
+    /// The hot-lock experiment: Client::lock with this many waiters (one session).
+    #[arg(
+        long,
+        value_name = "N,...",
+        value_delimiter = ',',
+        default_value = "1000,10000"
+    )]
+    pub hot_client_lock: Vec<usize>,
+
     /// Waiters on the one lock of the memory / wake-up workload.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub waiters: usize,

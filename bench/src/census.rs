@@ -3,7 +3,7 @@
 //! only while switched on (its short runs need DEBUG events such as `"watch fired"`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::span::{Attributes, Id};
@@ -23,6 +23,8 @@ use crate::measure::now_ns;
 pub struct Census {
     on: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<(u64, String)>>>,
+    /// Child names returned by the library's listings (its `"listed"` events' `children`).
+    listed: Arc<AtomicU64>,
 }
 
 /// The census's own filter: `zk_recipes`' events and spans of any level, while it is on.
@@ -34,6 +36,7 @@ impl Census {
     /// Starts a fresh log.
     pub fn start(&self) {
         self.log.lock().unwrap().clear();
+        self.listed.store(0, Ordering::SeqCst);
         self.on.store(true, Ordering::SeqCst);
     }
 
@@ -44,6 +47,12 @@ impl Census {
     }
 
     /// Logs one of the benchmark's own moments (e.g. `"release"`), when on.
+    /// Stops and returns how many child names the library's listings returned meanwhile.
+    pub fn stop_listed(&self) -> u64 {
+        self.stop();
+        self.listed.swap(0, Ordering::SeqCst)
+    }
+
     pub fn mark(&self, label: &str) {
         if self.on.load(Ordering::Relaxed) {
             self.add(label.to_owned());
@@ -82,9 +91,15 @@ pub fn counts(log: &[(u64, String)]) -> HashMap<String, u64> {
 }
 
 /// Takes the `message` field of an event.
-struct MessageVisitor(Option<String>);
+struct MessageVisitor(Option<String>, Option<u64>);
 
 impl tracing::field::Visit for MessageVisitor {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        if field.name() == "children" {
+            self.1 = Some(value);
+        }
+    }
+
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
             self.0 = Some(format!("{value:?}"));
@@ -112,8 +127,11 @@ impl<S: Subscriber> Layer<S> for Census {
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut visitor = MessageVisitor(None);
+        let mut visitor = MessageVisitor(None, None);
         event.record(&mut visitor);
+        if let (Some("listed"), Some(n)) = (visitor.0.as_deref(), visitor.1) {
+            self.listed.fetch_add(n, Ordering::Relaxed);
+        }
         if let Some(message) = visitor.0 {
             self.add(message);
         }

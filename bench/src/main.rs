@@ -103,6 +103,7 @@ mod curator;
 mod diagnostics;
 mod floor;
 mod handover;
+mod hotlock;
 mod keys;
 mod locks;
 mod machine;
@@ -166,6 +167,10 @@ async fn main() {
     }
     let load_start = load_average();
     let date = utc_now();
+    if !args.hot_lock.is_empty() {
+        hot_lock(&args, &census, &date).await;
+        return;
+    }
 
     let external = args.external();
     let java_opts =
@@ -318,5 +323,48 @@ async fn main() {
     }
     if let Ok(client) = zkc::Client::connect(&connect).await {
         delete_tree(&client, &root).await;
+    }
+}
+
+/// `--hot-lock`: the hot-lock experiment alone, each target on a fresh server.
+async fn hot_lock(args: &Args, census: &Census, date: &str) {
+    use hotlock::HotTarget;
+    use locks::Lib;
+
+    let java_opts =
+        std::env::var("BENCH_ZK_JAVA_OPTS").unwrap_or_else(|_| SERVER_JAVA_OPTS.to_owned());
+    let mut targets = Vec::new();
+    for &waiters in &args.hot_lock {
+        for &sessions in &args.hot_sessions {
+            targets.push(HotTarget {
+                lib: Lib::Ours,
+                waiters,
+                sessions,
+            });
+        }
+    }
+    if args.runs(Peer::ClientLock) {
+        for &waiters in &args.hot_client_lock {
+            targets.push(HotTarget {
+                lib: Lib::ClientLock,
+                waiters,
+                sessions: 1,
+            });
+        }
+    }
+    let all = hotlock::run(&targets, &java_opts, census).await;
+    println!(
+        "Hot lock, {date}, {} ({} cores), load {:.1}; ZooKeeper on a fresh server per row, JVM {java_opts}\n",
+        cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average(),
+    );
+    println!("{}", hotlock::table(&all));
+    let json = serde_json::to_string_pretty(&all).expect("the figures serialize");
+    println!("{json}");
+    if let Some(path) = &args.json {
+        if let Err(e) = std::fs::write(path, format!("{json}\n")) {
+            eprintln!("bench: cannot write {}: {e}", path.display());
+        }
     }
 }
