@@ -204,17 +204,26 @@ async fn children(raw: &zkc::Client, path: &str) -> Result<usize, String> {
     Ok(stat.num_children.max(0) as usize)
 }
 
-/// The container's CPU time so far (cgroup v2 `cpu.stat`), microseconds.
+/// The container's CPU time so far, microseconds: cgroup v2's `cpu.stat`, or v1's
+/// `cpuacct.usage` (nanoseconds), read inside the container.
 async fn server_cpu_us(container: &str) -> Option<u64> {
-    let out = tokio::process::Command::new("docker")
-        .args(["exec", container, "cat", "/sys/fs/cgroup/cpu.stat"])
-        .output()
-        .await
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .and_then(|v| v.trim().parse().ok())
+    let read = |file: &'static str| {
+        tokio::process::Command::new("docker")
+            .args(["exec", container, "cat", file])
+            .output()
+    };
+    if let Ok(out) = read("/sys/fs/cgroup/cpu.stat").await {
+        let v2 = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("usage_usec "))
+            .and_then(|v| v.trim().parse().ok());
+        if v2.is_some() {
+            return v2;
+        }
+    }
+    let out = read("/sys/fs/cgroup/cpuacct/cpuacct.usage").await.ok()?;
+    let ns: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    Some(ns / 1000)
 }
 
 /// The largest heap in use after a collection in a `-Xlog:gc` log: lines such as
