@@ -47,9 +47,10 @@ const SHORT: usize = 64;
 /// How long a depth seen stays a guide for the next enqueue.
 const HINT_FOR: Duration = Duration::from_secs(10);
 
-/// At most this many enqueues of one queue value list in their first burst at a time: the
-/// depth they will see is not known until the first answer comes back.
-const MAX_BLIND: usize = 4;
+/// At most this many enqueues of one session on one root list in their first burst at a
+/// time: the depth they will see is not known until the answer comes back, and a crowd on
+/// many sessions sends one each.
+const MAX_BLIND: usize = 1;
 
 /// How many numbers below a point one probe asks for, in one burst.
 const WINDOW: i64 = 8;
@@ -196,7 +197,8 @@ impl Queue {
     }
 
     /// The nearest plain node below sequence `below` among the next [`WINDOW`] numbers, and
-    /// whether numbers were skipped to find it; `None` where none of them is one.
+    /// whether numbers were skipped to find it; `None` where none of them is one. The number
+    /// just below is asked for alone (in a crowd it is there), the rest in one burst.
     async fn probe(
         &self,
         epoch: &Epoch,
@@ -204,19 +206,47 @@ impl Queue {
         below: i64,
     ) -> Result<Option<(Contender, bool)>> {
         let kind = rule.names[0];
-        let names: Vec<(i64, String)> = (1..=WINDOW)
+        let numbers: Vec<i64> = (1..=WINDOW)
             .map(|d| below - d)
             .take_while(|s| *s >= 0)
-            .map(|s| (s, format!("{kind}{s:010}")))
             .collect();
-        if names.is_empty() {
+        let (first, rest) = match numbers.split_first() {
+            Some(split) => split,
+            None => return Ok(None),
+        };
+        let found = match self.first_existing(epoch, kind, &[*first]).await? {
+            Some(_) => Some(*first),
+            None => self.first_existing(epoch, kind, rest).await?,
+        };
+        Ok(found.map(|sequence| {
+            (
+                Contender {
+                    name: format!("{kind}{sequence:010}"),
+                    kind,
+                    sequence,
+                },
+                sequence != *first,
+            )
+        }))
+    }
+
+    /// The first of `numbers` whose plain node exists, asked for all at once (no watches).
+    async fn first_existing(
+        &self,
+        epoch: &Epoch,
+        kind: &str,
+        numbers: &[i64],
+    ) -> Result<Option<i64>> {
+        if numbers.is_empty() {
             return Ok(None);
         }
-        let paths: Vec<String> = names.iter().map(|(_, n)| self.root.child(n)).collect();
+        let paths: Vec<String> = numbers
+            .iter()
+            .map(|s| self.root.child(&format!("{kind}{s:010}")))
+            .collect();
         let paths = &paths;
         let found = epoch
             .retry(self.root.as_str(), |c| async move {
-                // All leave at once; the first that exists is the nearest.
                 let asked: Vec<_> = paths.iter().map(|p| c.check_stat(p)).collect();
                 for (i, answer) in asked.into_iter().enumerate() {
                     if answer.await?.is_some() {
@@ -226,17 +256,7 @@ impl Queue {
                 Ok(None)
             })
             .await?;
-        Ok(found.map(|i| {
-            let (sequence, name) = names[i].clone();
-            (
-                Contender {
-                    name,
-                    kind,
-                    sequence,
-                },
-                i > 0,
-            )
-        }))
+        Ok(found.map(|i| numbers[i]))
     }
 }
 
