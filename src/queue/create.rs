@@ -18,9 +18,6 @@ use crate::path::{
 };
 use crate::session::{Deleted, Epoch, Release, Session};
 
-const NODE_OPTIONS: zk::CreateOptions<'static> =
-    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-
 /// A node just put in a queue, with the children listed right after.
 pub(crate) struct Created {
     pub node: OwnedNode,
@@ -196,11 +193,6 @@ struct CreateTask {
     container: bool,
 }
 
-/// Containers, readable and writable by anyone, like Curator's
-/// `creatingParentContainersIfNeeded`.
-const DIR_OPTIONS: zk::CreateOptions<'static> =
-    zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
-
 /// How many times a keyed lock's directory may vanish under a create (reaped between the
 /// directory's create and the contender's) before the caller hears of it.
 const MAX_REAPED: u32 = 20;
@@ -214,13 +206,22 @@ impl CreateTask {
         let mut reaped = 0;
         loop {
             let client = self.epoch.client()?;
+            // The session's node ACLs (default: anyone, as Curator's); a key's directory is a
+            // container, as Curator's `creatingParentContainersIfNeeded` makes them.
+            let acls = self.session.acls();
             // All three leave back to back; ZooKeeper answers them in order.
             let (dir, created, listed) = {
                 let dir = match self.make_dir {
-                    true => Some(client.create(root, &[], &DIR_OPTIONS)),
+                    true => {
+                        Some(client.create(root, &[], &zk::CreateMode::Container.with_acls(acls)))
+                    }
                     false => None,
                 };
-                let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+                let create = client.create(
+                    &self.prefix,
+                    &self.data,
+                    &zk::CreateMode::EphemeralSequential.with_acls(acls),
+                );
                 let list = client.get_children(root);
                 let dir = match dir {
                     Some(dir) => Some(dir.await),
@@ -259,10 +260,9 @@ impl CreateTask {
                     match dir {
                         // The space itself is missing: make it (and its parents).
                         Some(Err(zk::Error::NoNode)) => {
-                            let open =
-                                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                            let options = &zk::CreateMode::Persistent.with_acls(acls);
                             self.epoch
-                                .retry(space, |c| async move { c.mkdir(space, open).await })
+                                .retry(space, |c| async move { c.mkdir(space, options).await })
                                 .await?;
                         }
                         Some(Err(zk::Error::NoChildrenForEphemerals)) => {

@@ -213,6 +213,11 @@ impl Session {
     }
 
     /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
+    /// The ACLs of the nodes recipes create ([`SessionOptions::node_acls`]).
+    pub(crate) fn acls(&self) -> zk::Acls<'_> {
+        self.inner.options.acls()
+    }
+
     pub(crate) fn owner(&self) -> &str {
         &self.inner.options.owner
     }
