@@ -220,7 +220,7 @@ pub enum Error {
     },
 
     /// The server's TLS certificate is not trusted (feature `tls`): it is not signed by a CA
-    /// of [`TlsConfig`](crate::TlsConfig), it has expired, or it does not name the host as the
+    /// of `TlsConfig`, it has expired, or it does not name the host as the
     /// connect string does. No session was opened. Not retryable: give the CA that signed the
     /// servers' certificates, or fix the certificate or the host name.
     #[error("the TLS certificate of the ZooKeeper server at {server} is not trusted ({reason}): give TlsConfig the CA certificate that signed it, and name the host in the connect string as the certificate does")]
@@ -234,7 +234,7 @@ pub enum Error {
     /// The server refused our TLS client certificate, or its absence (feature `tls`): the
     /// server requires one (`ssl.clientAuth=need`, ZooKeeper's default) signed by a CA of its
     /// `ssl.trustStore`. No session was opened. Not retryable: give
-    /// [`TlsConfig::with_client_cert`](crate::TlsConfig::with_client_cert) a certificate the
+    /// `TlsConfig::with_client_cert` a certificate the
     /// server trusts.
     #[error("the ZooKeeper server at {server} refused our TLS client certificate ({reason}): give TlsConfig::with_client_cert a certificate signed by a CA in the server's ssl.trustStore")]
     TlsClientCertRefused {

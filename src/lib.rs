@@ -90,7 +90,7 @@
 //!
 //! Behind crate features, so that the default build carries none of their dependencies:
 //!
-//! - `tls`: [`SessionOptions::tls`] with a [`TlsConfig`] (the CA, optionally a client
+//! - `tls`: `SessionOptions::tls` with a `TlsConfig` (the CA, optionally a client
 //!   certificate). A failed handshake is a typed error: [`Error::TlsUntrustedServer`],
 //!   [`Error::TlsClientCertRefused`], [`Error::TlsHandshake`].
 //! - `sasl-digest-md5`: `SessionOptions::sasl_digest_md5`; a refusal is

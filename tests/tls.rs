@@ -142,6 +142,7 @@ async fn refused(connect: String, tls: TlsConfig, timeout: Duration) -> (Error, 
     let err = within("a refused connect", 60, Session::connect(opts))
         .await
         .expect_err("the connect must fail");
+    println!("after {:?}: {err}", start.elapsed());
     (err, start.elapsed())
 }
 

@@ -278,7 +278,7 @@ impl SessionOptions {
     /// the servers' JAAS `Server` section names the users (`user_bob="secret"`), and
     /// ZooKeeper's ACLs know the session as `sasl:{user}`. A refusal (unknown user, wrong
     /// password) is [`Error::SaslFailed`]. DIGEST-MD5 proves the password without sending it,
-    /// but nothing else on the connection is encrypted: use [`tls`](Self::tls) as well where
+    /// but nothing else on the connection is encrypted: use TLS (`SessionOptions::tls`) as well where
     /// the network is not trusted. The realm is the one the server offers (ZooKeeper's
     /// `zk-sasl-md5`); zookeeper-client 0.11 has no option to choose another.
     ///
@@ -333,12 +333,13 @@ impl SessionOptions {
     /// - Creating a child needs CREATE on the parent: a creator-only root keeps other
     ///   identities out of the queue altogether (their acquisitions fail with
     ///   [`Error::NoAuth`] and leave no node).
-    /// - Reading data and listing children need READ; `exists` and a node's stat (its
-    ///   `ephemeralOwner`, times, child count) are visible to anyone who knows the path.
+    /// - Reading data and listing children need READ. Whether a node exists, and its stat (its
+    ///   `ephemeralOwner`, times, child count), may not be protected: ZooKeeper 3.8.0 answers
+    ///   `exists` to anyone who knows the path; 3.9.3 asks READ for it too (both tested).
     /// - Ephemeral nodes end with their session whatever the ACL; a `super` user (or a server
     ///   started with `skipACL`) bypasses every ACL.
     /// - The identities are only as safe as the connection: digest and DIGEST-MD5 credentials
-    ///   and the data itself travel in clear without [`tls`](Self::tls).
+    ///   and the data itself travel in clear without TLS (`SessionOptions::tls`, feature `tls`).
     ///
     /// ```
     /// use zk_recipes::{zookeeper_client::Acls, SessionOptions};
