@@ -123,7 +123,10 @@ impl Session {
     ///
     /// [`Error::InvalidConnectString`] for a malformed connect string, [`Error::Unreachable`]
     /// when no server answers within the connection timeout (or no host name resolves),
-    /// [`Error::AuthFailed`].
+    /// [`Error::AuthFailed`] (also when the servers require SASL and none is configured). With
+    /// SASL, [`Error::SaslFailed`]. With TLS (feature `tls`), [`Error::TlsUntrustedServer`],
+    /// [`Error::TlsClientCertRefused`] or [`Error::TlsHandshake`] instead of `Unreachable` when
+    /// a handshake fails, within one more connection timeout, and [`Error::InvalidTls`].
     ///
     /// # Cancel safety
     ///
