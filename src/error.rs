@@ -192,9 +192,68 @@ pub enum Error {
     #[error("connection to ZooKeeper lost; the outcome is unknown")]
     ConnectionLost,
 
-    /// Authentication with the server failed. Not retryable: fix the credentials.
-    #[error("authentication failed")]
+    /// The server refused the session's authentication, or requires one the session did not
+    /// offer (`enforce.auth.enabled`, `sessionRequireClientSASLAuth`: SASL). With SASL
+    /// configured, a refusal is [`SaslFailed`](Error::SaslFailed) instead. Not retryable: fix
+    /// the credentials.
+    #[error("authentication failed: the server refused this session's credentials, or requires an authentication it did not offer (a server with enforce.auth.enabled wants SASL: SessionOptions::sasl_digest_md5, features sasl-digest-md5)")]
     AuthFailed,
+
+    /// SASL authentication was refused (feature `sasl-digest-md5` or `sasl-gssapi`): for
+    /// DIGEST-MD5, the user is unknown to the server or the password is wrong; for GSSAPI, the
+    /// Kerberos ticket or the server's principal. Not retryable: fix the credentials.
+    #[error("SASL {mechanism} authentication as {user:?} was refused by the server: check the user and password against the server's JAAS `Server` section (user_NAME=\"password\"), or the Kerberos ticket and principal for GSSAPI")]
+    SaslFailed {
+        /// `DIGEST-MD5` or `GSSAPI`.
+        mechanism: &'static str,
+        /// The user name given (GSSAPI: the ticket cache's).
+        user: String,
+    },
+
+    /// The TLS settings cannot be used (feature `tls`): no CA certificate in the PEM, a
+    /// client key that is not valid PEM or does not belong to its certificate, a file that
+    /// cannot be read. Nothing was sent. Not retryable: fix the settings.
+    #[error("invalid TLS settings: {reason}")]
+    InvalidTls {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The server's TLS certificate is not trusted (feature `tls`): it is not signed by a CA
+    /// of `TlsConfig`, it has expired, or it does not name the host as the
+    /// connect string does. No session was opened. Not retryable: give the CA that signed the
+    /// servers' certificates, or fix the certificate or the host name.
+    #[error("the TLS certificate of the ZooKeeper server at {server} is not trusted ({reason}): give TlsConfig the CA certificate that signed it, and name the host in the connect string as the certificate does")]
+    TlsUntrustedServer {
+        /// The server (`host:port`).
+        server: String,
+        /// What the certificate check said.
+        reason: String,
+    },
+
+    /// The server refused our TLS client certificate, or its absence (feature `tls`): the
+    /// server requires one (`ssl.clientAuth=need`, ZooKeeper's default) signed by a CA of its
+    /// `ssl.trustStore`. No session was opened. Not retryable: give
+    /// `TlsConfig::with_client_cert` a certificate the
+    /// server trusts.
+    #[error("the ZooKeeper server at {server} refused our TLS client certificate ({reason}): give TlsConfig::with_client_cert a certificate signed by a CA in the server's ssl.trustStore")]
+    TlsClientCertRefused {
+        /// The server (`host:port`).
+        server: String,
+        /// What the server answered.
+        reason: String,
+    },
+
+    /// A TLS handshake with the server failed for another reason (feature `tls`): most often
+    /// the port is the plain `clientPort`, not the `secureClientPort`, or the two sides share
+    /// no protocol version. No session was opened. Not retryable: check the port.
+    #[error("TLS handshake with the ZooKeeper server at {server} failed: {reason}")]
+    TlsHandshake {
+        /// The server (`host:port`).
+        server: String,
+        /// What failed.
+        reason: String,
+    },
 
     /// Any other ZooKeeper error (for example a [`FencedWrite`](crate::FencedWrite)
     /// operation that failed: `NodeExists`, `BadVersion`). Not retryable as such: look at the

@@ -85,6 +85,36 @@
 //! contender, also in Curator's order), which keeps the server from ever deleting the root and
 //! restarting its sequence. A root deleted and created again under a live recipe value is
 //! refused with [`Error::RootReplaced`] rather than handing out tokens that went backwards.
+//!
+//! # TLS, SASL and ACLs
+//!
+//! Behind crate features, so that the default build carries none of their dependencies:
+//!
+//! - `tls`: `SessionOptions::tls` with a `TlsConfig` (the CA, optionally a client
+//!   certificate). A failed handshake is a typed error: [`Error::TlsUntrustedServer`],
+//!   [`Error::TlsClientCertRefused`], [`Error::TlsHandshake`].
+//! - `sasl-digest-md5`: `SessionOptions::sasl_digest_md5`; a refusal is
+//!   [`Error::SaslFailed`].
+//! - `sasl-gssapi`: `SessionOptions::sasl_gssapi` (Kerberos; needs the system's GSSAPI
+//!   library and headers to build).
+//!
+//! [`SessionOptions::node_acls`] sets the ACL of every node the recipes create, for example
+//! [`zookeeper_client::Acls::creator_all`] for the session's authenticated identity only; its
+//! docs say what ZooKeeper's ACLs can and cannot protect (deleting a child is governed by the
+//! parent's ACL).
+//!
+//! ```
+//! # #[cfg(feature = "tls")]
+//! # fn demo(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<(), zk_recipes::Error> {
+//! use zk_recipes::{zookeeper_client::Acls, SessionOptions, TlsConfig};
+//!
+//! let tls = TlsConfig::new(ca_pem)?.with_client_cert(cert_pem, key_pem)?;
+//! let opts = SessionOptions::new("zk1:2281,zk2:2281,zk3:2281/app")
+//!     .tls(tls)
+//!     .digest_auth("billing", "secret")
+//!     .node_acls(Acls::creator_all());
+//! # let _ = opts; Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
 mod election;
@@ -101,6 +131,8 @@ mod queue;
 mod rwlock;
 mod semaphore;
 pub mod session;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
@@ -113,4 +145,6 @@ pub use path::ZkPath;
 pub use rwlock::{ZkRwLock, ZkRwLockGuard};
 pub use semaphore::{ZkSemaphore, ZkSemaphoreLease};
 pub use session::{LossPolicy, Session, SessionOptions, SessionState};
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;
 pub use zookeeper_client;

@@ -15,16 +15,43 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// The addresses of the servers in a connect string (`host:port,host:port/chroot`); names are
-/// resolved off the runtime's threads, and given up (none) after `within`: a name server that
-/// does not answer must not hold up a session.
+/// The hosts of a connect string (`[scheme://]host:port,...[/chroot]`), each with the scheme
+/// it names, if any (zookeeper-client's `tcp://` and `tcp+tls://`).
+pub(crate) fn hosts(connect: &str) -> Vec<(Option<&str>, &str)> {
+    let mut parts: Vec<&str> = connect.split(',').collect();
+    // The chroot follows the last host.
+    if let Some(last) = parts.last_mut() {
+        let start = last.find("://").map_or(0, |i| i + 3);
+        if let Some(slash) = last[start..].find('/') {
+            *last = &last[..start + slash];
+        }
+    }
+    parts
+        .into_iter()
+        .map(|part| {
+            let part = part.trim();
+            match part.split_once("://") {
+                Some((scheme, host)) => (Some(scheme), host),
+                None => (None, part),
+            }
+        })
+        .collect()
+}
+
+/// The addresses of the servers in a connect string (`host:port,host:port/chroot`, hosts
+/// perhaps with a scheme); names are resolved off the runtime's threads, and given up (none)
+/// after `within`: a name server that does not answer must not hold up a session. A TLS
+/// connection runs on such a socket too, so it gets `TCP_NODELAY` the same way.
 pub(crate) async fn servers(connect: &str, within: Duration) -> Vec<SocketAddr> {
-    let hosts = connect.split('/').next().unwrap_or_default().to_owned();
+    let hosts: Vec<String> = hosts(connect)
+        .into_iter()
+        .map(|(_, h)| h.to_owned())
+        .collect();
     let resolve = tokio::task::spawn_blocking(move || {
         use std::net::ToSocketAddrs;
         hosts
-            .split(',')
-            .filter_map(|host| host.trim().to_socket_addrs().ok())
+            .iter()
+            .filter_map(|host| host.to_socket_addrs().ok())
             .flatten()
             .collect()
     });
@@ -121,6 +148,29 @@ mod tests {
                 "127.0.0.2:2182".parse().unwrap()
             ]
         );
+    }
+
+    #[test]
+    fn hosts_drop_the_chroot_and_keep_their_schemes() {
+        assert_eq!(
+            hosts("tcp+tls://zk1:2281,zk2:2281,tcp://zk3:2181/app/locks"),
+            [
+                (Some("tcp+tls"), "zk1:2281"),
+                (None, "zk2:2281"),
+                (Some("tcp"), "zk3:2181")
+            ]
+        );
+        assert_eq!(hosts("/chroot"), [(None, "")]);
+        assert_eq!(
+            hosts("a:1,,b:2"),
+            [(None, "a:1"), (None, ""), (None, "b:2")]
+        );
+    }
+
+    #[tokio::test]
+    async fn resolves_hosts_with_schemes() {
+        let servers = servers("tcp+tls://127.0.0.1:2281/app", Duration::from_secs(5)).await;
+        assert_eq!(servers, ["127.0.0.1:2281".parse::<SocketAddr>().unwrap()]);
     }
 
     #[cfg(target_os = "linux")]

@@ -227,7 +227,7 @@ impl ZkSemaphore {
         }
         let ours = self.permits.to_string();
         let root = self.root.as_str();
-        let open = &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let open = &zk::CreateMode::Persistent.with_acls(self.session.acls());
         let epoch = self.session.epoch().await?;
         loop {
             let read = epoch

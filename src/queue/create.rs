@@ -18,9 +18,6 @@ use crate::path::{
 };
 use crate::session::{Deleted, Epoch, Release, Session};
 
-const NODE_OPTIONS: zk::CreateOptions<'static> =
-    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-
 /// What an enqueue learnt of the queue right after its create.
 pub(crate) enum Listing {
     /// The children.
@@ -233,11 +230,6 @@ enum Made {
     Failed(zk::Error),
 }
 
-/// Containers, readable and writable by anyone, like Curator's
-/// `creatingParentContainersIfNeeded`.
-const DIR_OPTIONS: zk::CreateOptions<'static> =
-    zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
-
 /// How many times a keyed lock's directory may vanish under a create (reaped between the
 /// directory's create and the contender's) before the caller hears of it.
 const MAX_REAPED: u32 = 20;
@@ -295,7 +287,7 @@ impl CreateTask {
                 Made::Dir(zk::Error::NoNode) if reaped < MAX_REAPED => {
                     reaped += 1;
                     let space = self.root.parent();
-                    let open = &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                    let open = &zk::CreateMode::Persistent.with_acls(self.session.acls());
                     self.epoch
                         .retry(space, |c| async move { c.mkdir(space, open).await })
                         .await?;
@@ -360,7 +352,8 @@ impl CreateTask {
     /// left should the session end between them), else the node's create alone.
     fn burst_create<'c>(&'c self, client: &'c zk::Client) -> Result<BoxFuture<'c, Made>> {
         if !self.make_dir {
-            let create = client.create(&self.prefix, &self.data, &NODE_OPTIONS);
+            let node = zk::CreateMode::EphemeralSequential.with_acls(self.session.acls());
+            let create = client.create(&self.prefix, &self.data, &node);
             let prefix = self.prefix.clone();
             return Ok(Box::pin(async move {
                 match create.await {
@@ -370,10 +363,15 @@ impl CreateTask {
             }));
         }
         let root = self.root.as_str();
+        // The session's node ACLs (default: anyone, as Curator's); a key's directory is a
+        // container, as Curator's `creatingParentContainersIfNeeded` makes them.
+        let acls = self.session.acls();
+        let dir = zk::CreateMode::Container.with_acls(acls);
+        let node = zk::CreateMode::EphemeralSequential.with_acls(acls);
         let mut multi = client.new_multi_writer();
         multi
-            .add_create(root, &[], &DIR_OPTIONS)
-            .and_then(|()| multi.add_create(&self.prefix, &self.data, &NODE_OPTIONS))
+            .add_create(root, &[], &dir)
+            .and_then(|()| multi.add_create(&self.prefix, &self.data, &node))
             .map_err(|e| self.epoch.error(e, root))?;
         let commit = multi.commit();
         Ok(Box::pin(async move {

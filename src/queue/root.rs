@@ -16,10 +16,6 @@ use crate::session::Epoch;
 /// a contender.
 pub(crate) const ANCHOR: &str = "~zk-recipes-anchor";
 
-/// Persistent nodes readable and writable by anyone, like Curator's default.
-const ROOT_OPTIONS: zk::CreateOptions<'static> =
-    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-
 impl Queue {
     /// Once per queue: makes sure the root exists as a persistent node (creating it and its
     /// parents when missing), refuses an ephemeral one, anchors it, and notes its czxid.
@@ -33,6 +29,8 @@ impl Queue {
         let replaced = || Error::RootReplaced {
             path: root.to_owned(),
         };
+        // Persistent, with the session's node ACLs (default: anyone, as Curator's).
+        let options = &zk::CreateMode::Persistent.with_acls(self.session.acls());
         let stat = match epoch
             .retry(root, |c| async move { c.check_stat(root).await })
             .await?
@@ -40,7 +38,7 @@ impl Queue {
             Some(stat) => stat,
             None => {
                 epoch
-                    .retry(root, |c| async move { c.mkdir(root, &ROOT_OPTIONS).await })
+                    .retry(root, |c| async move { c.mkdir(root, options).await })
                     .await?;
                 // Someone may have created it first, as something else.
                 epoch
@@ -60,7 +58,7 @@ impl Queue {
             let anchor = anchor.as_str();
             let created = epoch
                 .retry(root, |c| async move {
-                    match c.create(anchor, &[], &ROOT_OPTIONS).await {
+                    match c.create(anchor, &[], options).await {
                         Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
                         Err(e) => Err(e),
                     }

@@ -125,7 +125,10 @@ impl Session {
     ///
     /// [`Error::InvalidConnectString`] for a malformed connect string, [`Error::Unreachable`]
     /// when no server answers within the connection timeout (or no host name resolves),
-    /// [`Error::AuthFailed`].
+    /// [`Error::AuthFailed`] (also when the servers require SASL and none is configured). With
+    /// SASL, [`Error::SaslFailed`]. With TLS (feature `tls`), [`Error::TlsUntrustedServer`],
+    /// [`Error::TlsClientCertRefused`] or [`Error::TlsHandshake`] instead of `Unreachable` when
+    /// a handshake fails, within one more connection timeout, and [`Error::InvalidTls`].
     ///
     /// # Cancel safety
     ///
@@ -215,12 +218,17 @@ impl Session {
         self.inner.options.check_size(what, payload)
     }
 
-    /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
     /// How deep this session last saw its queues, by root.
     pub(crate) fn depths(&self) -> &crate::queue::Depths {
         &self.inner.depths
     }
 
+    /// The ACLs of the nodes recipes create ([`SessionOptions::node_acls`]).
+    pub(crate) fn acls(&self) -> zk::Acls<'_> {
+        self.inner.options.acls()
+    }
+
+    /// The owner label of the lock nodes made on this session (see [`SessionOptions::owner`]).
     pub(crate) fn owner(&self) -> &str {
         &self.inner.options.owner
     }

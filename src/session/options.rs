@@ -10,12 +10,72 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
 use crate::nodelay::{self, Connections};
+#[cfg(feature = "tls")]
+use crate::tls::{self, TlsConfig};
 
 /// ZooKeeper's default `jute.maxbuffer`: 0xfffff bytes.
 const DEFAULT_MAX_PACKET: usize = 0xfffff;
 
-/// What a request adds to its path and data on the wire, at most (header, lengths, ACLs, flags).
+/// What a request adds to its path and data on the wire, at most (header, lengths, the default
+/// ACL, flags).
 const REQUEST_OVERHEAD: usize = 256;
+
+/// One ACL on the wire: its permissions, and the lengths of its scheme and id.
+const ACL_OVERHEAD: usize = 12;
+
+/// The default ACL on the wire (`world:anyone`), which the overhead covers.
+const DEFAULT_ACL_BYTES: usize = ACL_OVERHEAD + "world".len() + "anyone".len();
+
+/// A SASL mechanism and its credentials.
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+#[derive(Clone)]
+enum Sasl {
+    #[cfg(feature = "sasl-digest-md5")]
+    DigestMd5 { user: String, password: String },
+    #[cfg(feature = "sasl-gssapi")]
+    Gssapi {
+        service: String,
+        hostname: Option<String>,
+    },
+}
+
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+impl Sasl {
+    fn mechanism(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "sasl-digest-md5")]
+            Sasl::DigestMd5 { .. } => "DIGEST-MD5",
+            #[cfg(feature = "sasl-gssapi")]
+            Sasl::Gssapi { .. } => "GSSAPI",
+        }
+    }
+
+    fn user(&self) -> String {
+        match self {
+            #[cfg(feature = "sasl-digest-md5")]
+            Sasl::DigestMd5 { user, .. } => user.clone(),
+            #[cfg(feature = "sasl-gssapi")]
+            Sasl::Gssapi { .. } => "(the Kerberos ticket cache's principal)".to_owned(),
+        }
+    }
+
+    fn options(&self) -> zk::SaslOptions {
+        match self {
+            #[cfg(feature = "sasl-digest-md5")]
+            Sasl::DigestMd5 { user, password } => {
+                zk::SaslOptions::digest_md5(user.clone(), password.clone()).into()
+            }
+            #[cfg(feature = "sasl-gssapi")]
+            Sasl::Gssapi { service, hostname } => {
+                let options = zk::SaslOptions::gssapi().with_username(service.clone());
+                match hostname {
+                    Some(host) => options.with_hostname(host.clone()).into(),
+                    None => options.into(),
+                }
+            }
+        }
+    }
+}
 
 /// When a granted lock or leadership counts as lost. See the [module docs](crate::session).
 ///
@@ -36,7 +96,8 @@ pub enum LossPolicy {
 }
 
 /// How to connect: the connect string (`host:port,host:port/optional/chroot`), timeouts,
-/// authentication and the loss policy.
+/// authentication (digest; SASL and TLS behind their features), the ACLs of the nodes recipes
+/// create, and the loss policy.
 ///
 /// ```
 /// use std::time::Duration;
@@ -58,12 +119,17 @@ pub struct SessionOptions {
     tcp_nodelay: bool,
     pub(super) owner: String,
     pub(super) max_packet: usize,
+    node_acls: Vec<zk::Acl>,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    sasl: Option<Sasl>,
 }
 
 impl fmt::Debug for SessionOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionOptions")
-            .field("connect", &self.connect)
+        let mut f = f.debug_struct("SessionOptions");
+        f.field("connect", &self.connect)
             .field("session_timeout", &self.session_timeout)
             .field("connection_timeout", &self.connection_timeout)
             .field(
@@ -74,7 +140,15 @@ impl fmt::Debug for SessionOptions {
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("owner", &self.owner)
             .field("max_packet", &self.max_packet)
-            .finish()
+            .field("node_acls", &self.node_acls);
+        #[cfg(feature = "tls")]
+        f.field("tls", &self.tls);
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        f.field(
+            "sasl",
+            &self.sasl.as_ref().map(|s| (s.mechanism(), s.user())),
+        );
+        f.finish()
     }
 }
 
@@ -97,6 +171,11 @@ impl SessionOptions {
             tcp_nodelay: true,
             owner: crate::path::default_owner(),
             max_packet: DEFAULT_MAX_PACKET,
+            node_acls: zk::Acls::anyone_all().to_vec(),
+            #[cfg(feature = "tls")]
+            tls: None,
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            sasl: None,
         }
     }
 
@@ -168,6 +247,117 @@ impl SessionOptions {
         self
     }
 
+    /// Connects by TLS (feature `tls`), trusting the CAs of `config` and presenting its client
+    /// certificate, if it has one. Every host of the connect string is then a TLS endpoint
+    /// (the servers' `secureClientPort`, often 2281); a host written `tcp://host:port` stays
+    /// plaintext, and `tcp+tls://host:port` says TLS explicitly.
+    ///
+    /// When no session can be opened, [`Session::connect`](super::Session::connect) tells why
+    /// the handshake failed: [`Error::TlsUntrustedServer`], [`Error::TlsClientCertRefused`],
+    /// [`Error::TlsHandshake`] (zookeeper-client reports every handshake failure as a
+    /// connection that timed out, so the session makes one handshake of its own to see what
+    /// failed, within one more connection timeout). `TCP_NODELAY` works as over plaintext.
+    ///
+    /// zookeeper-client uses rustls with the process's default crypto provider: unless the
+    /// program installed one (`rustls::crypto::CryptoProvider::install_default`), the first TLS
+    /// session installs aws-lc-rs's, which zookeeper-client builds in.
+    ///
+    /// ```
+    /// # fn demo(ca_pem: &str) -> Result<(), zk_recipes::Error> {
+    /// use zk_recipes::{SessionOptions, TlsConfig};
+    /// let opts = SessionOptions::new("zk1:2281,zk2:2281").tls(TlsConfig::new(ca_pem)?);
+    /// # let _ = opts; Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Authenticates every session by SASL DIGEST-MD5 as `user` (feature `sasl-digest-md5`):
+    /// the servers' JAAS `Server` section names the users (`user_bob="secret"`), and
+    /// ZooKeeper's ACLs know the session as `sasl:{user}`. A refusal (unknown user, wrong
+    /// password) is [`Error::SaslFailed`]. DIGEST-MD5 proves the password without sending it,
+    /// but nothing else on the connection is encrypted: use TLS (`SessionOptions::tls`) as well where
+    /// the network is not trusted. The realm is the one the server offers (ZooKeeper's
+    /// `zk-sasl-md5`); zookeeper-client 0.11 has no option to choose another.
+    ///
+    /// ```
+    /// let opts = zk_recipes::SessionOptions::new("zk1:2181").sasl_digest_md5("bob", "bob-secret");
+    /// # let _ = opts;
+    /// ```
+    #[cfg(feature = "sasl-digest-md5")]
+    pub fn sasl_digest_md5(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.sasl = Some(Sasl::DigestMd5 {
+            user: user.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// Authenticates every session by SASL GSSAPI, Kerberos (feature `sasl-gssapi`, which
+    /// needs the system's GSSAPI library): with the ticket in the process's credential cache
+    /// (`kinit`), to the service principal `{service}/{hostname}` (`zookeeper`, and each
+    /// server's host name from the connect string, unless `hostname` says otherwise).
+    ///
+    /// ```ignore
+    /// let opts = zk_recipes::SessionOptions::new("zk1.example.com:2181")
+    ///     .sasl_gssapi("zookeeper", None);
+    /// ```
+    #[cfg(feature = "sasl-gssapi")]
+    pub fn sasl_gssapi(mut self, service: impl Into<String>, hostname: Option<String>) -> Self {
+        self.sasl = Some(Sasl::Gssapi {
+            service: service.into(),
+            hostname,
+        });
+        self
+    }
+
+    /// The ACL of every node the recipes create: roots and their parents, a keyed lock's
+    /// directories, anchors and contender nodes. Default: [`zk::Acls::anyone_all`], as
+    /// Curator's default. [`zk::Acls::creator_all`] (ZooKeeper's `auth` scheme) grants
+    /// everything to the identities the session authenticated as (SASL `sasl:{user}`,
+    /// `digest_auth`'s `digest:{user}:{hash}`, a TLS client certificate's `x509:{subject}`) and
+    /// nothing to anyone else; a session with no such identity gets `Zk(InvalidAcl)` from its
+    /// first create.
+    ///
+    /// What ZooKeeper's ACLs protect, and what not:
+    ///
+    /// - An ACL belongs to one node, is set when the node is created and is not inherited:
+    ///   nodes that existed before (a root made by someone else, with another ACL) keep theirs.
+    /// - **Deleting a node is governed by its parent's ACL** (the parent's DELETE permission),
+    ///   never by the node's own. A contender node with a creator-only ACL below a root anyone
+    ///   may write is still deletable by anyone, which breaks the lock for its holder. To keep
+    ///   others from deleting contenders, the root must deny them DELETE: let this setting
+    ///   create the root (and its parents), or create it yourself with the ACL you want.
+    /// - Creating a child needs CREATE on the parent: a creator-only root keeps other
+    ///   identities out of the queue altogether (their acquisitions fail with
+    ///   [`Error::NoAuth`] and leave no node).
+    /// - Reading data and listing children need READ. Whether a node exists, and its stat (its
+    ///   `ephemeralOwner`, times, child count), may not be protected: ZooKeeper 3.8.0 answers
+    ///   `exists` to anyone who knows the path; 3.9.3 asks READ for it too (both tested).
+    /// - Ephemeral nodes end with their session whatever the ACL; a `super` user (or a server
+    ///   started with `skipACL`) bypasses every ACL.
+    /// - The identities are only as safe as the connection: digest and DIGEST-MD5 credentials
+    ///   and the data itself travel in clear without TLS (`SessionOptions::tls`, feature `tls`).
+    ///
+    /// ```
+    /// use zk_recipes::{zookeeper_client::Acls, SessionOptions};
+    /// let opts = SessionOptions::new("zk1:2181")
+    ///     .digest_auth("billing", "secret")
+    ///     .node_acls(Acls::creator_all());
+    /// # let _ = opts;
+    /// ```
+    pub fn node_acls(mut self, acls: zk::Acls<'_>) -> Self {
+        self.node_acls = acls.to_vec();
+        self
+    }
+
+    /// The ACLs of the nodes recipes create.
+    pub(crate) fn acls(&self) -> zk::Acls<'_> {
+        zk::Acls::new(&self.node_acls)
+    }
+
     /// Chooses when grants count as lost (see the [module docs](crate::session)).
     ///
     /// ```
@@ -201,7 +391,13 @@ impl SessionOptions {
     /// Refuses a request of `payload` bytes (paths and data) that would not fit the servers'
     /// packet limit.
     pub(crate) fn check_size(&self, what: &'static str, payload: usize) -> Result<()> {
-        let size = payload + REQUEST_OVERHEAD;
+        // ACLs beyond the default's size (which the overhead covers).
+        let acls: usize = self
+            .node_acls
+            .iter()
+            .map(|acl| ACL_OVERHEAD + acl.scheme().len() + acl.id().len())
+            .sum();
+        let size = payload + REQUEST_OVERHEAD + acls.saturating_sub(DEFAULT_ACL_BYTES);
         if size > self.max_packet {
             return Err(Error::TooLarge {
                 what,
@@ -229,14 +425,82 @@ impl SessionOptions {
                 reason: reason.to_owned(),
             })
         };
-        let hosts = self.connect.split('/').next().unwrap_or_default();
-        if hosts.trim().is_empty() {
+        let hosts = nodelay::hosts(&self.connect);
+        if hosts.len() == 1 && hosts[0].1.is_empty() {
             return invalid("no host (expected host:port[,host:port...][/chroot])");
         }
-        if hosts.split(',').any(|h| h.trim().is_empty()) {
+        if hosts.iter().any(|(_, h)| h.is_empty()) {
             return invalid("an empty host between commas");
         }
+        for (scheme, host) in hosts {
+            let tls = match scheme {
+                None => self.uses_tls(),
+                Some("tcp") => false,
+                Some("tcp+tls") => true,
+                Some(_) => return invalid("unknown scheme (tcp:// or tcp+tls://)"),
+            };
+            // zookeeper-client panics on a TLS host that is no valid server name.
+            #[cfg(feature = "tls")]
+            if tls && !tls::valid_server_name(host) {
+                return invalid("a TLS host must be a DNS name or an IP address");
+            }
+            #[cfg(not(feature = "tls"))]
+            let _ = (tls, host);
+            match scheme {
+                None | Some("tcp") => {}
+                Some("tcp+tls") if self.uses_tls() => {}
+                Some("tcp+tls") => {
+                    return invalid(
+                        "tcp+tls:// needs TLS settings (SessionOptions::tls, feature tls)",
+                    )
+                }
+                Some(_) => return invalid("unknown scheme (tcp:// or tcp+tls://)"),
+            }
+        }
         Ok(())
+    }
+
+    fn uses_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        {
+            self.tls.is_some()
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            false
+        }
+    }
+
+    /// The error for a refused authentication.
+    fn auth_failed(&self) -> Error {
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        if let Some(sasl) = &self.sasl {
+            return Error::SaslFailed {
+                mechanism: sasl.mechanism(),
+                user: sasl.user(),
+            };
+        }
+        Error::AuthFailed
+    }
+
+    /// Why no session could be opened within the connection timeout: with TLS, what a
+    /// handshake of our own says; else (or if it tells nothing) [`Error::Unreachable`].
+    async fn unreachable(&self) -> Error {
+        #[cfg(feature = "tls")]
+        if let Some(config) = &self.tls {
+            let hosts = nodelay::hosts(&self.connect)
+                .into_iter()
+                .filter(|(scheme, _)| *scheme != Some("tcp"))
+                .map(|(_, host)| host.to_owned())
+                .collect();
+            if let Some(err) = config.diagnose(hosts, self.connection_timeout).await {
+                return err;
+            }
+        }
+        Error::Unreachable {
+            connect: self.connect.clone(),
+            timeout: self.connection_timeout,
+        }
     }
 
     pub(super) async fn open(&self) -> Result<zk::Client> {
@@ -248,14 +512,31 @@ impl SessionOptions {
         for (scheme, auth) in &self.auth {
             connector = connector.with_auth(scheme, auth);
         }
-        let unreachable = || Error::Unreachable {
-            connect: self.connect.clone(),
-            timeout: self.connection_timeout,
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        if let Some(sasl) = &self.sasl {
+            connector = connector.with_sasl(sasl.options());
+        }
+        #[cfg(feature = "tls")]
+        if let Some(config) = &self.tls {
+            tls::ensure_provider();
+            connector = connector.with_tls(config.zk_options()?);
+        }
+        let secure = self.uses_tls();
+        let connect = self.connect.as_str();
+        let connecting = async move {
+            // With TLS, hosts without a scheme speak TLS.
+            #[cfg(feature = "tls")]
+            if secure {
+                return connector.secure_connect(connect).await;
+            }
+            let _ = secure;
+            connector.connect(connect).await
         };
-        match tokio::time::timeout(self.connection_timeout, connector.connect(&self.connect)).await
-        {
-            Err(_) | Ok(Err(zk::Error::Timeout | zk::Error::NoHosts)) => Err(unreachable()),
-            Ok(Err(zk::Error::AuthFailed)) => Err(Error::AuthFailed),
+        match tokio::time::timeout(self.connection_timeout, connecting).await {
+            Err(_) | Ok(Err(zk::Error::Timeout | zk::Error::NoHosts)) => {
+                Err(self.unreachable().await)
+            }
+            Ok(Err(zk::Error::AuthFailed)) => Err(self.auth_failed()),
             Ok(Err(zk::Error::BadArguments(reason))) => Err(Error::InvalidConnectString {
                 connect: self.connect.clone(),
                 reason: reason.to_string(),
@@ -288,5 +569,38 @@ mod tests {
         assert!(SessionOptions::new("zk1:2181,zk2:2181/app")
             .check_connect()
             .is_ok());
+        assert!(SessionOptions::new("tcp://zk1:2181,zk2:2181/app")
+            .check_connect()
+            .is_ok());
+        for bad in ["tcp+tls://zk1:2281", "http://zk1:2181"] {
+            let err = SessionOptions::new(bad).check_connect().unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidConnectString { .. }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn longer_acls_count_against_the_packet_limit() {
+        let limit = 4096;
+        let plain = SessionOptions::new("zk1:2181").max_packet_bytes(limit);
+        let payload = limit - REQUEST_OVERHEAD;
+        assert!(plain.check_size("data", payload).is_ok());
+        assert!(plain
+            .clone()
+            .node_acls(zk::Acls::creator_all())
+            .check_size("data", payload)
+            .is_ok());
+        let id = "x".repeat(100);
+        let acls = [zk::Acl::new(
+            zk::Permission::ALL,
+            zk::AuthId::new("digest", &id),
+        )];
+        let long = plain.node_acls(zk::Acls::new(&acls));
+        assert!(matches!(
+            long.check_size("data", payload),
+            Err(Error::TooLarge { .. })
+        ));
     }
 }

@@ -55,6 +55,29 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # TLS and SASL
+//!
+//! [`ServerOptions::with_tls`] adds a TLS client port (`secureClientPort`, served by Netty,
+//! with a PEM key store and trust store copied into `/conf/tls`) beside the plain one;
+//! [`TestCa`] makes the certificates in the test. [`ServerOptions::with_sasl`] turns on SASL
+//! DIGEST-MD5 (a JAAS file with the users copied to `/conf/jaas.conf`), optionally required of
+//! every session. Both are configured through the images' official interface (`ZOO_CFG_EXTRA`,
+//! `JVMFLAGS`, files in `/conf`), so they work with the official image too.
+//!
+//! ```no_run
+//! use zk_testcontainers::{ServerOptions, ServerSasl, ServerTls, TestCa, ZkServer};
+//!
+//! # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+//! let ca = TestCa::new("test CA");
+//! let cert = ca.server_cert(&["127.0.0.1", "localhost"]);
+//! let opts = ServerOptions::default()
+//!     .with_tls(ServerTls::new(cert.keystore_pem(), ca.cert_pem()))
+//!     .with_sasl(ServerSasl::digest_md5([("bob", "bob-secret")]).required(true));
+//! let server = ZkServer::start_with(opts).await?;
+//! let tls = server.secure_connect_string().unwrap(); // 127.0.0.1:<port>, TLS
+//! # let _ = tls; Ok(()) }
+//! ```
+//!
 //! # Environment
 //!
 //! | variable | effect |
@@ -87,6 +110,7 @@ mod module;
 mod proxy;
 mod server;
 mod session;
+mod tls;
 
 pub use ensemble::ZkEnsemble;
 pub use env::{
@@ -98,5 +122,9 @@ pub use image::{
 };
 pub use module::{ZooKeeper, CLIENT_PORT};
 pub use proxy::{opcode, Direction, FaultProxy, Request};
-pub use server::{ServerMode, ServerOptions, ZkMember, ZkServer};
+pub use server::{
+    ClientAuth, ServerMode, ServerOptions, ServerSasl, ServerTls, ZkMember, ZkServer,
+    SECURE_CLIENT_PORT,
+};
 pub use session::{chroot, expire_session, CHROOT_ROOT};
+pub use tls::{TestCa, TestCert};

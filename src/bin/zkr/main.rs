@@ -6,6 +6,8 @@
 //! [`connect`] (the session), [`child`] (CMD in its process group), [`run`] (lock and elect:
 //! acquire, run, stop on loss), [`observe`] (`elect --observe`), [`inspect`] (read, classify,
 //! render), [`watch`] (`inspect` on every change), [`time`].
+// The doc comments of `args.rs` are clap's help text (`host:port[/chroot]`), not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod args;
 mod child;

@@ -15,7 +15,7 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use crate::{docker, image, scaled, HarnessError};
 
 use super::mode::four_letter_at;
-use super::options::{environment, DATA_DIRS};
+use super::options::{environment, DATA_DIRS, SECURE_CLIENT_PORT};
 use super::ServerMode;
 use super::ServerOptions;
 use super::{CLIENT_PORT, DEFAULT_NETWORK, FOUR_LETTER_TIMEOUT, POLL_INTERVAL, POLL_TIMEOUT};
@@ -41,6 +41,7 @@ pub struct ZkMember {
     container: ContainerAsync<GenericImage>,
     name: String,
     host_port: u16,
+    secure_host_port: Option<u16>,
     network: String,
     server_id: Option<u32>,
     startup_timeout: Duration,
@@ -52,6 +53,7 @@ impl fmt::Debug for ZkMember {
             .field("container", &self.name)
             .field("id", &self.container.id())
             .field("host_port", &self.host_port)
+            .field("secure_host_port", &self.secure_host_port)
             .field("network", &self.network)
             .field("server_id", &self.server_id)
             .finish()
@@ -79,24 +81,48 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
     let mut last = String::new();
     for attempt in 1..=ATTEMPTS {
         let port = docker::free_port()?;
+        let secure_port = match l.opts.tls {
+            Some(_) => Some(loop {
+                let other = docker::free_port()?;
+                if other != port {
+                    break other;
+                }
+            }),
+            None => None,
+        };
         // Same name on every attempt: ensemble peers know each other by it.
         let name = l.name.clone();
-        let request = GenericImage::new(repo, tag)
-            .with_exposed_port(CLIENT_PORT.tcp())
+        let image = GenericImage::new(repo, tag).with_exposed_port(CLIENT_PORT.tcp());
+        let image = match secure_port {
+            Some(_) => image.with_exposed_port(SECURE_CLIENT_PORT.tcp()),
+            None => image,
+        };
+        let request = image
             .with_container_name(name.clone())
             .with_label(docker::OWNER_LABEL, docker::owner())
             .with_startup_timeout(scaled(l.opts.startup_timeout))
             .with_host_config_modifier(move |host| {
                 // testcontainers would publish every exposed port on 0.0.0.0: publish only
-                // the client port, on loopback, at the port chosen up front.
+                // the client ports, on loopback, at the ports chosen up front.
                 host.publish_all_ports = Some(false);
-                host.port_bindings = Some(HashMap::from([(
-                    format!("{CLIENT_PORT}/tcp"),
+                let binding = |port: u16| {
                     Some(vec![PortBinding {
                         host_ip: Some("127.0.0.1".into()),
                         host_port: Some(port.to_string()),
-                    }]),
-                )]));
+                    }])
+                };
+                let mut bindings = HashMap::from([(format!("{CLIENT_PORT}/tcp"), binding(port))]);
+                if let Some(secure) = secure_port {
+                    bindings.insert(format!("{SECURE_CLIENT_PORT}/tcp"), binding(secure));
+                }
+                host.port_bindings = Some(bindings);
+            });
+        let request = l
+            .opts
+            .container_files()
+            .into_iter()
+            .fold(request, |r, (path, contents)| {
+                r.with_copy_to(path, contents)
             });
         let request = environment(&l)
             .into_iter()
@@ -118,6 +144,7 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
                     container,
                     name,
                     host_port: port,
+                    secure_host_port: secure_port,
                     network: l.network.unwrap_or(DEFAULT_NETWORK).to_owned(),
                     server_id: l.member.map(|(id, _)| id),
                     startup_timeout: l.opts.startup_timeout,
@@ -163,6 +190,33 @@ impl ZkMember {
     /// ```
     pub fn connect_string(&self) -> String {
         format!("127.0.0.1:{}", self.host_port)
+    }
+
+    /// `127.0.0.1:<host port>` of the TLS client port, when the server has one
+    /// ([`ServerOptions::with_tls`](crate::ServerOptions::with_tls)).
+    ///
+    /// ```no_run
+    /// # async fn demo(opts: zk_testcontainers::ServerOptions) -> Result<(), zk_testcontainers::HarnessError> {
+    /// let server = zk_testcontainers::ZkServer::start_with(opts).await?;
+    /// let tls = server.secure_connect_string().expect("started with_tls");
+    /// # Ok(()) }
+    /// ```
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_host_port
+            .map(|port| format!("127.0.0.1:{port}"))
+    }
+
+    /// The host port (on `127.0.0.1`) the TLS client port is published at, when the server
+    /// has one; fixed for the life of the container.
+    ///
+    /// ```no_run
+    /// # async fn demo(opts: zk_testcontainers::ServerOptions) -> Result<(), zk_testcontainers::HarnessError> {
+    /// let server = zk_testcontainers::ZkServer::start_with(opts).await?;
+    /// assert!(server.secure_host_port().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn secure_host_port(&self) -> Option<u16> {
+        self.secure_host_port
     }
 
     /// The host port (on `127.0.0.1`) the client port is published at; fixed for the life

@@ -10,7 +10,7 @@ mod options;
 pub use member::ZkMember;
 pub(crate) use member::{launch, Launch};
 pub use mode::ServerMode;
-pub use options::ServerOptions;
+pub use options::{ClientAuth, ServerOptions, ServerSasl, ServerTls, SECURE_CLIENT_PORT};
 
 use std::ops::Deref;
 use std::time::Duration;
