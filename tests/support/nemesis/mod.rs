@@ -75,6 +75,12 @@ pub async fn run(targets: Targets, steps: &[Step], until: Instant) -> Vec<Inject
         if Instant::now() >= until {
             break;
         }
+        // A fault that failed fails the run now, not at the end.
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(err) = done {
+                std::panic::resume_unwind(err.into_panic());
+            }
+        }
         let permit = if fault.hits_a_member() {
             Some(members.clone().acquire_owned().await.unwrap())
         } else if matches!(fault, Fault::FreezeClient { .. }) {
@@ -99,9 +105,15 @@ pub async fn run(targets: Targets, steps: &[Step], until: Instant) -> Vec<Inject
             }
             _ => None,
         };
+        println!("NEMESIS {step} starts: {fault}");
         let (shared, fault) = (shared.clone(), fault.clone());
         tasks.spawn(async move {
-            let injected = inject(&shared, step, fault, member).await;
+            // Nothing may hang: a fault that does not heal in time fails the run.
+            let limit = scaled(Duration::from_secs(180));
+            let injected =
+                tokio::time::timeout(limit, inject(&shared, step, fault.clone(), member))
+                    .await
+                    .unwrap_or_else(|_| panic!("step {step} ({fault}) not over within {limit:?}"));
             println!(
                 "NEMESIS {step}: {} on {}: {}",
                 injected.fault, injected.target, injected.note
@@ -208,34 +220,39 @@ async fn member_fault(
     let m = shared.targets.ensemble.member(member);
     injected.target = format!("member {member} ({role})");
     let began = Instant::now();
-    match hit {
-        Hit::Kill => m.kill().await.unwrap(),
-        Hit::Pause => m.pause().await.unwrap(),
-        Hit::Cut => m.disconnect().await.unwrap(),
+    let injection = match hit {
+        Hit::Kill => m.kill().await,
+        Hit::Pause => m.pause().await,
+        Hit::Cut => m.disconnect().await,
+    };
+    if let Err(err) = injection {
+        // Docker refused (a container that would not freeze, once, under load): no fault.
+        // Undo whatever half of it may have happened, and go on.
+        let _ = match hit {
+            Hit::Kill => m.start_again().await,
+            Hit::Pause => m.unpause().await,
+            Hit::Cut => m.reconnect().await,
+        };
+        injected.note = format!("not injected: {err}");
+        println!(
+            "NEMESIS {}: {hit:?} of member {member} failed: {err}",
+            injected.step
+        );
+        wait_serving(m, member, hit).await;
+        injected.healed = Some(Instant::now());
+        shared.hit.lock().unwrap().remove(&member);
+        return;
     }
     tokio::time::sleep(lasting).await;
     match hit {
-        Hit::Kill => m.start_again().await.unwrap(),
-        Hit::Pause => m.unpause().await.unwrap(),
-        Hit::Cut => m.reconnect().await.unwrap(),
+        Hit::Kill => m.start_again().await,
+        Hit::Pause => m.unpause().await,
+        Hit::Cut => m.reconnect().await,
     }
+    .unwrap_or_else(|err| panic!("healing the {hit:?} of member {member}: {err}"));
     injected.lasted = began.elapsed();
-    // Back when it serves again (a follower once more, or the leader).
-    let limit = scaled(Duration::from_secs(90));
     let back = Instant::now();
-    loop {
-        if matches!(
-            m.mode().await,
-            Ok(ServerMode::Leader | ServerMode::Follower)
-        ) {
-            break;
-        }
-        assert!(
-            back.elapsed() < limit,
-            "member {member} not serving {limit:?} after the {hit:?} healed"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_serving(m, member, hit).await;
     injected.healed = Some(Instant::now());
     injected.note = format!(
         "{:?} for {:.1} s, serving again {:.1} s later",
@@ -244,6 +261,25 @@ async fn member_fault(
         back.elapsed().as_secs_f64()
     );
     shared.hit.lock().unwrap().remove(&member);
+}
+
+/// Waits until `m` serves again (a follower once more, or the leader).
+async fn wait_serving(m: &zk_testcontainers::ZkMember, member: usize, hit: Hit) {
+    let limit = scaled(Duration::from_secs(90));
+    let back = Instant::now();
+    loop {
+        if matches!(
+            m.mode().await,
+            Ok(ServerMode::Leader | ServerMode::Follower)
+        ) {
+            return;
+        }
+        assert!(
+            back.elapsed() < limit,
+            "member {member} not serving {limit:?} after the {hit:?} healed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Starts a holder process on `lock`; once it holds and writes, freezes it for `frozen`,
@@ -425,7 +461,7 @@ pub fn print_faults(log: &[Injected], lost_replies: u64, recovered_creates: usiz
                     .filter(|i| i.target.ends_with("holder's)"))
                     .count();
                 format!(
-                    "{on} on a holder's server, {} on another member (no holder found)",
+                    "{on} on a holder's server, {} on another member (no holder found, or its server hit already)",
                     of_kind.len() - on
                 )
             }
