@@ -171,7 +171,7 @@ async fn soak() {
     };
     let log = nemesis::run(targets, &steps, began + run).await;
     ensemble
-        .wait_for_all_serving(scaled(Duration::from_secs(240)))
+        .wait_for_all_serving(scaled(Duration::from_secs(480)))
         .await
         .unwrap_or_else(|e| panic!("seed {seed}: the ensemble after the last heal: {e}"));
     let healed_at = Instant::now();
