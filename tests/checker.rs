@@ -7,7 +7,7 @@ mod history;
 use std::time::{Duration, Instant};
 
 use history::{
-    check, Entry, Events, Grant, Outcome, Probe, Report, Store, Violation, Write, ANCHOR,
+    check, Entry, Events, Grant, Outcome, Probe, Report, Sharing, Store, Violation, Write, ANCHOR,
 };
 
 const BOUND: Duration = Duration::from_secs(10);
@@ -52,7 +52,59 @@ fn entry(op: &str, token: u64) -> Entry {
     Entry {
         op: op.into(),
         token,
+        shared: false,
     }
+}
+
+fn reader(op: &str, token: u64) -> Entry {
+    Entry {
+        shared: true,
+        ..entry(op, token)
+    }
+}
+
+/// Lock `a` shared as `sharing`, with one grant per token (session = token) and one accepted
+/// write per entry of `log` (sent and acknowledged in log order, 10 ms apart).
+fn shared_history(sharing: Sharing, log: Vec<Entry>) -> Events {
+    let o = Instant::now();
+    let mut e = Events::default();
+    let mut tokens: Vec<u64> = log.iter().map(|x| x.token).collect();
+    tokens.sort();
+    tokens.dedup();
+    e.grants = tokens
+        .iter()
+        .map(|t| grant("a", *t, *t as i64, at(o, 0)))
+        .collect();
+    e.writes = log
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let t = 10 * i as u64 + 1;
+            write(
+                &x.op,
+                x.token,
+                x.token as i64,
+                at(o, t),
+                at(o, t + 1),
+                Outcome::Accepted,
+            )
+        })
+        .collect();
+    e.stores.insert(
+        "a".into(),
+        Store {
+            counter: log.len() as u64,
+            log,
+        },
+    );
+    e.probes = vec![Probe {
+        lock: "a".into(),
+        healed_at: o,
+        acquired_at: at(o, 1),
+    }];
+    e.leftovers.insert("a".into(), vec![ANCHOR.into()]);
+    e.sharing.insert("a".into(), sharing);
+    e
 }
 
 /// Lock `a`: session 1 holds token 41 and writes a1, a2; it freezes; session 2 is granted 42
@@ -376,4 +428,102 @@ fn a_lock_without_a_store_reading_is_not_passed() {
             ..
         }]
     ));
+}
+
+#[test]
+fn readers_share_a_read_write_lock_but_never_with_a_writer() {
+    let clean = vec![
+        entry("w1", 10),
+        reader("r1", 11),
+        reader("r2", 12),
+        reader("r3", 11),
+        entry("w2", 13),
+        reader("r4", 14),
+    ];
+    assert_eq!(
+        violations(&shared_history(Sharing::ReadWrite, clean)),
+        vec![]
+    );
+
+    // A reader granted behind writer 10 wrote before it was done.
+    let v = violations(&shared_history(
+        Sharing::ReadWrite,
+        vec![entry("w1", 10), reader("r1", 11), entry("w2", 10)],
+    ));
+    assert!(
+        matches!(
+            &v[..],
+            [
+                Violation::Overlap {
+                    token: 10,
+                    after_token: 11,
+                    ..
+                },
+                ..
+            ]
+        ),
+        "{v:?}"
+    );
+    // A reader ahead of writer 13 wrote after it.
+    let v = violations(&shared_history(
+        Sharing::ReadWrite,
+        vec![reader("r1", 11), entry("w1", 13), reader("r2", 11)],
+    ));
+    assert!(
+        matches!(
+            &v[..],
+            [
+                Violation::Overlap {
+                    token: 11,
+                    after_token: 13,
+                    ..
+                },
+                ..
+            ]
+        ),
+        "{v:?}"
+    );
+    // The same log as an exclusive lock's is an overlap (readers 11 and 12 interleave).
+    let v = violations(&shared_history(
+        Sharing::Exclusive,
+        vec![reader("r1", 11), reader("r2", 12), reader("r3", 11)],
+    ));
+    assert!(matches!(&v[..], [Violation::Overlap { .. }, ..]), "{v:?}");
+}
+
+#[test]
+fn a_semaphore_never_has_more_leases_writing_than_permits() {
+    // Two permits: leases 1 and 2 interleave, then 3 after 1 is done.
+    let clean = vec![
+        entry("a1", 1),
+        entry("b1", 2),
+        entry("a2", 1),
+        entry("c1", 3),
+        entry("b2", 2),
+        entry("c2", 3),
+    ];
+    assert_eq!(
+        violations(&shared_history(Sharing::Permits(2), clean)),
+        vec![]
+    );
+    // Three leases spanning one stretch of the log.
+    let v = violations(&shared_history(
+        Sharing::Permits(2),
+        vec![
+            entry("a1", 1),
+            entry("b1", 2),
+            entry("c1", 3),
+            entry("a2", 1),
+            entry("b2", 2),
+        ],
+    ));
+    assert_eq!(
+        v,
+        vec![Violation::TooManyHolders {
+            lock: "a".into(),
+            op: "c1".into(),
+            tokens: vec![1, 2, 3],
+            permits: 2,
+        }]
+    );
 }

@@ -416,7 +416,7 @@ async fn frozen_client_fenced_off(name: &str, frozen_on: Kind, what: &str) {
     let timeout = Duration::from_secs(3);
     let other = match frozen_on {
         Kind::Mutex => Kind::Keyed,
-        Kind::Keyed => Kind::Mutex,
+        _ => Kind::Mutex,
     };
     let mut bed = Bed::with_locks(&ensemble, name, &[frozen_on, other]).await;
     let all = bed.all();

@@ -1,15 +1,19 @@
 //! Session against a real ZooKeeper: its connections get `TCP_NODELAY` (zookeeper-client leaves
 //! Nagle's algorithm on, which turns every pipelined pair of requests into two round trips),
-//! after a reconnect too, and connections of other clients are left alone.
+//! after a reconnect too, and connections of other clients are left alone; `lost()` costs one
+//! watch; a closed session says so everywhere; and a release storm (a thousand holders on one
+//! session that expires) resolves every `lost()`.
 
 mod support;
 
 use std::net::SocketAddr;
 use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use support::{within, Zk};
 use zk_recipes::{Session, SessionOptions, SessionState};
-use zk_testcontainers::FaultProxy;
+use zk_testcontainers::{expire_session, scaled, FaultProxy};
 
 /// `TCP_NODELAY` of each of this process's TCP connections to `server`.
 fn nodelay_of_connections_to(server: SocketAddr) -> Vec<bool> {
@@ -172,4 +176,113 @@ async fn after_close_lock_release_and_lost_all_say_closed() {
         "{locked}"
     );
     assert!(!locked.is_retryable());
+}
+
+/// A release storm: 1,000 holders of different locks (half `ZkMutex`es, half keys of one
+/// `ZkLockSpace`) on one session, which expires on the server at once. Every guard's `lost()`
+/// resolves, with `SessionExpired`, within a bound; nothing hangs; no lock node is left; the
+/// session goes on with a new ZooKeeper session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_storm_of_a_thousand_holders_on_one_expired_session_resolves_every_lost() {
+    const HOLDERS: usize = 1000;
+    let zk = Zk::start("release-storm").await;
+    let session = zk.session().await;
+    let space = Arc::new(zk_recipes::ZkLockSpace::new(&session, "/storm/keys").unwrap());
+    // At most 64 acquisitions in flight (a thousand at once is a client's own storm).
+    let gate = Arc::new(tokio::sync::Semaphore::new(64));
+    let (held_tx, mut held_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut holders = tokio::task::JoinSet::new();
+    let started = Instant::now();
+    for i in 0..HOLDERS {
+        let (session, space, gate, held) = (
+            session.clone(),
+            space.clone(),
+            gate.clone(),
+            held_tx.clone(),
+        );
+        holders.spawn(async move {
+            let permit = gate.acquire_owned().await.unwrap();
+            let reason = if i % 2 == 0 {
+                let mutex = zk_recipes::ZkMutex::new(&session, &format!("/storm/m/{i}")).unwrap();
+                let guard = mutex.lock().await.unwrap();
+                drop(permit);
+                held.send(()).unwrap();
+                guard.lost().await
+            } else {
+                let guard = space.lock(&format!("k{i}")).await.unwrap();
+                drop(permit);
+                held.send(()).unwrap();
+                guard.lost().await
+            };
+            (reason, Instant::now())
+        });
+    }
+    drop(held_tx);
+    within("a thousand grants", 120, async {
+        for _ in 0..HOLDERS {
+            held_rx.recv().await.unwrap();
+        }
+    })
+    .await;
+    println!(
+        "release storm: {HOLDERS} locks held on one session after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let old = session.session_id().unwrap();
+    let info = session.client().await.unwrap().session().clone();
+    let expiring = Instant::now();
+    expire_session(&zk.connect, &info).await.unwrap();
+    let expired = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let bound = scaled(Duration::from_secs(30));
+    let all = tokio::time::timeout(bound, async {
+        while let Some(done) = holders.join_next().await {
+            let (reason, at) = done.unwrap();
+            assert_eq!(reason, zk_recipes::LossReason::SessionExpired);
+            slowest = slowest.max(at.saturating_duration_since(expired));
+        }
+    })
+    .await;
+    assert!(
+        all.is_ok(),
+        "{} of {HOLDERS} lost() calls unresolved {bound:?} after the expiry",
+        holders.len()
+    );
+    println!(
+        "release storm: every one of {HOLDERS} lost() resolved (SessionExpired) at most {:.2} s \
+         after the expiry was confirmed ({:.2} s after it was asked for)",
+        slowest.as_secs_f64(),
+        (expired - expiring + slowest).as_secs_f64()
+    );
+
+    // The session goes on, on a new ZooKeeper session, and locks again.
+    let again = zk_recipes::ZkMutex::new(&session, "/storm/m/0").unwrap();
+    let guard = within("a lock on the new session", 30, again.lock())
+        .await
+        .unwrap();
+    assert_ne!(guard.session_id(), old);
+    guard.release().await.unwrap();
+    // No lock node left: the mutexes' roots hold their anchors, the keys' directories nothing.
+    let raw = zk.raw().await;
+    let mut left = Vec::new();
+    for i in (0..HOLDERS).step_by(2) {
+        let root = format!("/storm/m/{i}");
+        left.extend(
+            support::contenders(&raw, &root)
+                .await
+                .into_iter()
+                .map(|n| format!("{root}/{n}")),
+        );
+    }
+    for key in raw.list_children("/storm/keys").await.unwrap() {
+        let dir = format!("/storm/keys/{key}");
+        match raw.list_children(&dir).await {
+            Ok(nodes) => left.extend(nodes.into_iter().map(|n| format!("{dir}/{n}"))),
+            Err(zookeeper_client::Error::NoNode) => {} // reaped meanwhile
+            Err(err) => panic!("list {dir}: {err}"),
+        }
+    }
+    assert!(left.is_empty(), "lock nodes left: {left:?}");
+    session.close().await;
 }

@@ -41,6 +41,22 @@
 //!    every write reported accepted is in the log exactly once; no write reported refused is.
 //! 4. After the faults heal, every lock is acquired again within a bound.
 //! 5. Once all sessions are closed, no lock node remains (the anchor is not a lock node).
+//!
+//! # Shared locks
+//!
+//! A lock registered with [`History::sharing`] as something else than [`Sharing::Exclusive`]
+//! is judged by its own rule in place of the run checks of invariants 1 and 2 (the rest holds
+//! for every lock):
+//!
+//! - [`Sharing::ReadWrite`]: the log's entries are marked `shared` (a reader's) or not (a
+//!   writer's). Wherever a writer is involved the store's order must be the token order: a
+//!   writer's entry never follows an entry of a greater token, a reader's never follows a
+//!   writer's of a greater token (readers among themselves interleave freely). The real-time
+//!   check applies to the same pairs.
+//! - [`Sharing::Permits`]`(n)`: each lease's entries span an interval of the log (its node
+//!   existed at both ends, so throughout); at no point of the log may more than `n` intervals
+//!   be open. A lease's token is its node's creation zxid (unique; a semaphore's sequence is
+//!   no fencing token), so tokens need not grow.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -116,6 +132,20 @@ pub struct Probe {
 pub struct Entry {
     pub op: String,
     pub token: u64,
+    /// Made under a shared grant (a reader's of a read/write lock).
+    pub shared: bool,
+}
+
+/// How many may hold a lock at once, which decides how its log is judged (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// One holder at a time (a mutex, a key, a leader).
+    #[default]
+    Exclusive,
+    /// Readers together, a writer alone.
+    ReadWrite,
+    /// At most this many holders (a semaphore's leases).
+    Permits(usize),
 }
 
 /// What the store holds for one lock at the end: the counter, and the log in store order.
@@ -135,6 +165,64 @@ pub struct Events {
     pub stores: BTreeMap<String, Store>,
     /// Lock nodes left under each lock's root once every session was closed.
     pub leftovers: BTreeMap<String, Vec<String>>,
+    /// The locks that are not [`Sharing::Exclusive`].
+    pub sharing: BTreeMap<String, Sharing>,
+}
+
+impl Events {
+    /// How many may hold `lock` at once.
+    pub fn sharing_of(&self, lock: &str) -> Sharing {
+        self.sharing.get(lock).copied().unwrap_or_default()
+    }
+
+    /// The part of the history about `lock` alone (to judge or count one lock).
+    pub fn only(&self, lock: &str) -> Events {
+        let keep = |l: &String| l == lock;
+        Events {
+            grants: self
+                .grants
+                .iter()
+                .filter(|g| keep(&g.lock))
+                .cloned()
+                .collect(),
+            releases: self
+                .releases
+                .iter()
+                .filter(|r| keep(&r.lock))
+                .cloned()
+                .collect(),
+            writes: self
+                .writes
+                .iter()
+                .filter(|w| keep(&w.lock))
+                .cloned()
+                .collect(),
+            probes: self
+                .probes
+                .iter()
+                .filter(|p| keep(&p.lock))
+                .cloned()
+                .collect(),
+            stores: self
+                .stores
+                .iter()
+                .filter(|(l, _)| keep(l))
+                .map(|(l, s)| (l.clone(), s.clone()))
+                .collect(),
+            leftovers: self
+                .leftovers
+                .iter()
+                .filter(|(l, _)| keep(l))
+                .map(|(l, n)| (l.clone(), n.clone()))
+                .collect(),
+            sharing: self
+                .sharing
+                .iter()
+                .filter(|(l, _)| keep(l))
+                .map(|(l, s)| (l.clone(), *s))
+                .collect(),
+        }
+    }
 }
 
 /// A recorder shared by every worker of a test; waiters are woken on every event.
@@ -181,6 +269,13 @@ impl History {
     pub fn store(&self, lock: &str, store: Store) {
         self.update(|e| {
             e.stores.insert(lock.to_owned(), store);
+        });
+    }
+
+    /// Registers how many may hold `lock` at once (unregistered: one).
+    pub fn sharing(&self, lock: &str, sharing: Sharing) {
+        self.update(|e| {
+            e.sharing.insert(lock.to_owned(), sharing);
         });
     }
 
@@ -238,6 +333,14 @@ pub enum Violation {
         token: u64,
         newer_op: String,
         newer_token: u64,
+    },
+    /// 1: more leases wrote in one stretch of the log than the semaphore has permits (the
+    /// leases whose entries span the entry `op`).
+    TooManyHolders {
+        lock: String,
+        op: String,
+        tokens: Vec<u64>,
+        permits: usize,
     },
     /// 2: a run of accepted writes carries a smaller token than the run before it.
     TokenWentBack {
@@ -341,6 +444,7 @@ pub fn check(events: &Events, recovery_bound: Duration) -> Report {
 /// One lock's part of the history, with the store's final state for it.
 struct LockView<'e> {
     lock: &'e String,
+    sharing: Sharing,
     /// The writes attempted on the lock, in the order they were reported.
     writes: Vec<&'e Write>,
     store: &'e Store,
@@ -380,6 +484,7 @@ fn lock_views<'e>(events: &'e Events, v: &mut Vec<Violation>) -> Vec<LockView<'e
         }
         views.push(LockView {
             lock,
+            sharing: events.sharing_of(lock),
             writes,
             store,
             by_op,
@@ -407,62 +512,145 @@ fn run_changes(log: &[Entry]) -> Vec<(&Entry, &Entry, bool)> {
 
 /// Invariant 1, no two accepted critical sections overlap: in each lock's log the writes of a
 /// token are contiguous, and no write was accepted that was sent after a newer token's
-/// accepted write had been acknowledged (real time against the store's order).
+/// accepted write had been acknowledged (real time against the store's order). Shared locks
+/// by their own rule (module docs).
 fn critical_sections_never_overlap(locks: &[LockView], v: &mut Vec<Violation>) {
     for l in locks {
-        for (prev, e, returns) in run_changes(&l.store.log) {
-            if returns {
-                v.push(Violation::Overlap {
-                    lock: l.lock.clone(),
-                    token: e.token,
-                    op: e.op.clone(),
-                    after_token: prev.token,
-                    after_op: prev.op.clone(),
-                });
+        match l.sharing {
+            Sharing::Exclusive => {
+                for (prev, e, returns) in run_changes(&l.store.log) {
+                    if returns {
+                        v.push(Violation::Overlap {
+                            lock: l.lock.clone(),
+                            token: e.token,
+                            op: e.op.clone(),
+                            after_token: prev.token,
+                            after_op: prev.op.clone(),
+                        });
+                    }
+                }
+            }
+            Sharing::ReadWrite => writers_in_token_order(l, v),
+            Sharing::Permits(permits) => {
+                at_most_permits(l, permits, v);
+                continue; // leases' tokens do not order them: no real-time check
             }
         }
+        stale_after_newer(l, v);
+    }
+}
 
-        // Against real time: an accepted write sent after a newer token's accepted write
-        // was acknowledged.
-        let applied: Vec<&Write> = l
-            .store
-            .log
-            .iter()
-            .filter_map(|e| l.by_op.get(e.op.as_str()).copied())
-            .collect();
-        let mut newest_ack: Option<&Write> = None;
-        let mut by_sent: Vec<&Write> = applied
-            .iter()
-            .filter(|w| w.sent.is_some())
-            .copied()
-            .collect();
-        by_sent.sort_by_key(|w| w.sent);
-        let mut acked: Vec<&Write> = applied
-            .iter()
-            .filter(|w| w.done.is_some())
-            .copied()
-            .collect();
-        acked.sort_by_key(|w| w.done);
-        let mut next_ack = 0;
-        for w in by_sent {
-            let sent = w.sent.expect("filtered");
-            while next_ack < acked.len() && acked[next_ack].done.expect("filtered") < sent {
-                let a = acked[next_ack];
-                if newest_ack.is_none_or(|n| a.token > n.token) {
-                    newest_ack = Some(a);
-                }
-                next_ack += 1;
+/// A read/write lock's log: wherever a writer is involved, store order is token order.
+fn writers_in_token_order(l: &LockView, v: &mut Vec<Violation>) {
+    let (mut newest, mut newest_writer): (Option<&Entry>, Option<&Entry>) = (None, None);
+    for e in &l.store.log {
+        let bar = if e.shared { newest_writer } else { newest };
+        if let Some(b) = bar.filter(|b| b.token > e.token) {
+            v.push(Violation::Overlap {
+                lock: l.lock.clone(),
+                token: e.token,
+                op: e.op.clone(),
+                after_token: b.token,
+                after_op: b.op.clone(),
+            });
+        }
+        if newest.is_none_or(|n| e.token > n.token) {
+            newest = Some(e);
+        }
+        if !e.shared && newest_writer.is_none_or(|n| e.token > n.token) {
+            newest_writer = Some(e);
+        }
+    }
+}
+
+/// A semaphore's log: at no entry more than `permits` leases' spans open.
+fn at_most_permits(l: &LockView, permits: usize, v: &mut Vec<Violation>) {
+    let log = &l.store.log;
+    let mut span: HashMap<u64, (usize, usize)> = HashMap::new();
+    for (i, e) in log.iter().enumerate() {
+        span.entry(e.token).or_insert((i, i)).1 = i;
+    }
+    let (mut starts, mut ends): (BTreeMap<usize, Vec<u64>>, BTreeMap<usize, Vec<u64>>) =
+        (BTreeMap::new(), BTreeMap::new());
+    for (token, (first, last)) in span {
+        starts.entry(first).or_default().push(token);
+        ends.entry(last).or_default().push(token);
+    }
+    let mut open: std::collections::BTreeSet<u64> = Default::default();
+    let mut over = false;
+    for (i, e) in log.iter().enumerate() {
+        open.extend(starts.remove(&i).unwrap_or_default());
+        // One violation per stretch of the log with too many leases.
+        if open.len() > permits && !over {
+            v.push(Violation::TooManyHolders {
+                lock: l.lock.clone(),
+                op: e.op.clone(),
+                tokens: open.iter().copied().collect(),
+                permits,
+            });
+        }
+        over = open.len() > permits;
+        for t in ends.remove(&i).unwrap_or_default() {
+            open.remove(&t);
+        }
+    }
+}
+
+/// The real-time half of invariant 1: an accepted write sent after a newer token's accepted
+/// write was acknowledged, where the two conflict (a writer is involved).
+fn stale_after_newer(l: &LockView, v: &mut Vec<Violation>) {
+    let shared: HashMap<&str, bool> = l
+        .store
+        .log
+        .iter()
+        .map(|e| (e.op.as_str(), e.shared))
+        .collect();
+    let applied: Vec<&Write> = l
+        .store
+        .log
+        .iter()
+        .filter_map(|e| l.by_op.get(e.op.as_str()).copied())
+        .collect();
+    let (mut newest_ack, mut newest_writer_ack): (Option<&Write>, Option<&Write>) = (None, None);
+    let mut by_sent: Vec<&Write> = applied
+        .iter()
+        .filter(|w| w.sent.is_some())
+        .copied()
+        .collect();
+    by_sent.sort_by_key(|w| w.sent);
+    let mut acked: Vec<&Write> = applied
+        .iter()
+        .filter(|w| w.done.is_some())
+        .copied()
+        .collect();
+    acked.sort_by_key(|w| w.done);
+    let mut next_ack = 0;
+    for w in by_sent {
+        let sent = w.sent.expect("filtered");
+        while next_ack < acked.len() && acked[next_ack].done.expect("filtered") < sent {
+            let a = acked[next_ack];
+            if newest_ack.is_none_or(|n| a.token > n.token) {
+                newest_ack = Some(a);
             }
-            if let Some(newer) = newest_ack {
-                if newer.token > w.token {
-                    v.push(Violation::StaleAfterNewer {
-                        lock: l.lock.clone(),
-                        op: w.op.clone(),
-                        token: w.token,
-                        newer_op: newer.op.clone(),
-                        newer_token: newer.token,
-                    });
-                }
+            if !shared[a.op.as_str()] && newest_writer_ack.is_none_or(|n| a.token > n.token) {
+                newest_writer_ack = Some(a);
+            }
+            next_ack += 1;
+        }
+        let bar = if shared[w.op.as_str()] {
+            newest_writer_ack
+        } else {
+            newest_ack
+        };
+        if let Some(newer) = bar {
+            if newer.token > w.token {
+                v.push(Violation::StaleAfterNewer {
+                    lock: l.lock.clone(),
+                    op: w.op.clone(),
+                    token: w.token,
+                    newer_op: newer.op.clone(),
+                    newer_token: newer.token,
+                });
             }
         }
     }
@@ -491,7 +679,13 @@ fn tokens_only_grow(events: &Events, locks: &[LockView], v: &mut Vec<Violation>)
     }
 
     for l in locks {
-        for (prev, e, returns) in run_changes(&l.store.log) {
+        // Shared locks' order is judged by their own rule (invariant 1).
+        let runs = if l.sharing == Sharing::Exclusive {
+            run_changes(&l.store.log)
+        } else {
+            Vec::new()
+        };
+        for (prev, e, returns) in runs {
             if !returns && e.token < prev.token {
                 v.push(Violation::TokenWentBack {
                     lock: l.lock.clone(),
@@ -580,15 +774,25 @@ fn nothing_lost_nothing_doubled(locks: &[LockView], report: &mut Report) {
 fn stale_beliefs(events: &Events, locks: &[LockView]) -> usize {
     let mut n = 0;
     for l in locks {
+        // The lock's grants by token, and for each the earliest grant of a greater token.
+        let mut grants: Vec<(u64, Instant)> = events
+            .grants
+            .iter()
+            .filter(|g| g.lock == *l.lock)
+            .filter_map(|g| g.at.map(|at| (g.token, at)))
+            .collect();
+        grants.sort();
+        let mut earliest_from: Vec<Option<Instant>> = vec![None; grants.len() + 1];
+        for i in (0..grants.len()).rev() {
+            let at = grants[i].1;
+            earliest_from[i] = Some(earliest_from[i + 1].map_or(at, |e| e.min(at)));
+        }
         for w in &l.writes {
             let (Some(sent), true) = (w.sent, w.believed_held) else {
                 continue;
             };
-            if events
-                .grants
-                .iter()
-                .any(|g| g.lock == *l.lock && g.token > w.token && g.at.is_some_and(|at| at < sent))
-            {
+            let newer = grants.partition_point(|(t, _)| *t <= w.token);
+            if earliest_from[newer].is_some_and(|at| at < sent) {
                 n += 1;
             }
         }
@@ -632,7 +836,9 @@ fn no_lock_node_left(events: &Events, locks: &[LockView], v: &mut Vec<Violation>
                 what: "the lock nodes left at the end",
             }),
             Some(nodes) => {
-                for node in nodes.iter().filter(|n| n.as_str() != ANCHOR) {
+                // A node below the root (a semaphore's `locks/...`) is named by its path there.
+                let anchor = |n: &&String| n.rsplit('/').next() == Some(ANCHOR);
+                for node in nodes.iter().filter(|n| !anchor(n)) {
                     v.push(Violation::LeftoverNode {
                         lock: l.lock.clone(),
                         node: node.clone(),

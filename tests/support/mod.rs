@@ -16,6 +16,7 @@ use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 
 pub mod bed;
 pub mod history;
+pub mod nemesis;
 
 /// A ZooKeeper for one test and a chroot of its own on it.
 pub struct Zk {

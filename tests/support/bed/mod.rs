@@ -1,8 +1,10 @@
-//! The test bed of the ensemble fault suite (`ensemble_faults.rs`): a three-member ensemble
-//! per scenario; per bed, a chroot on it with a fenced counter per lock; contenders doing fenced
-//! increments (`worker.rs`), one of them possibly in a process of its own; the probes that take
-//! every lock again after the heal; and the final reading of the store, judged by the history
-//! checker (`support/history.rs`) and printed as a row of the README's table (`report.rs`).
+//! The test bed of the ensemble fault suite (`ensemble_faults.rs`) and of the soak
+//! (`soak.rs`): a three-member ensemble per scenario (five for the soak); per bed, a chroot on
+//! it with a fenced counter per lock (a lock of any recipe: mutex, key, read/write lock,
+//! semaphore, election); contenders doing fenced increments (`worker.rs`), some possibly in a
+//! process of their own; the probes that take every lock again after the heal; and the final
+//! reading of the store, judged by the history checker (`support/history.rs`) and printed as
+//! a row of the README's table (`report.rs`).
 
 pub mod report;
 pub mod worker;
@@ -19,7 +21,7 @@ use zk_testcontainers::{
 use zookeeper_client as zkc;
 
 use crate::support::history::{
-    Entry, Events, Grant, History, Outcome, Probe, Report, Store, Write,
+    Entry, Events, Grant, History, Outcome, Probe, Report, Sharing, Store, Write,
 };
 use crate::support::within;
 use report::{longest_stall, Row};
@@ -60,6 +62,11 @@ pub fn options(connect: &str, timeout: Duration, policy: LossPolicy) -> SessionO
 
 /// Starts the scenario's ensemble, or says why it cannot run.
 pub async fn ensemble() -> Option<ZkEnsemble> {
+    ensemble_of(3).await
+}
+
+/// Starts an ensemble of `n` members with the bed's small JVMs, or says why it cannot run.
+pub async fn ensemble_of(n: usize) -> Option<ZkEnsemble> {
     if let Some(reason) = ensemble_unavailable_reason() {
         println!("NOT RUN: {reason}");
         return None;
@@ -67,9 +74,9 @@ pub async fn ensemble() -> Option<ZkEnsemble> {
     crate::support::init_tracing(); // tracing to the test's output
     let opts = ServerOptions::default().with_env("JVMFLAGS", JAVA_OPTS);
     Some(
-        ZkEnsemble::start_with(3, opts)
+        ZkEnsemble::start_with(n, opts)
             .await
-            .expect("a 3-member ensemble"),
+            .unwrap_or_else(|e| panic!("a {n}-member ensemble: {e}")),
     )
 }
 
@@ -81,6 +88,7 @@ pub struct Bed<'e> {
     /// The chroot path on the ensemble, `/zk-tests/<name>-<unique>`.
     pub path: String,
     pub locks: Vec<String>,
+    pub kinds: Vec<Kind>,
     pub history: Arc<History>,
     pub stop: watch::Sender<bool>,
     pub workers: Vec<JoinHandle<()>>,
@@ -95,6 +103,54 @@ pub enum Kind {
     Mutex,
     /// A key of a `ZkLockSpace` (`key-N`): zxid tokens, a container directory.
     Keyed,
+    /// A `ZkRwLock` (`rw-N`): readers together, a writer alone.
+    RwLock,
+    /// A `ZkSemaphore` of `worker::PERMITS` leases (`sem-N`).
+    Semaphore,
+    /// A `LeaderElection` (`elect-N`): terms as tokens.
+    Election,
+}
+
+impl Kind {
+    /// The name of the bed's lock `i` of this kind.
+    pub fn lock_name(self, i: usize) -> String {
+        let prefix = match self {
+            Kind::Mutex => "lock",
+            Kind::Keyed => "key",
+            Kind::RwLock => "rw",
+            Kind::Semaphore => "sem",
+            Kind::Election => "elect",
+        };
+        format!("{prefix}-{i}")
+    }
+
+    /// The recipe, as the README's tables name it.
+    pub fn recipe(self) -> &'static str {
+        match self {
+            Kind::Mutex => "ZkMutex",
+            Kind::Keyed => "ZkLockSpace key",
+            Kind::RwLock => "ZkRwLock",
+            Kind::Semaphore => "ZkSemaphore",
+            Kind::Election => "LeaderElection",
+        }
+    }
+
+    fn sharing(self) -> Sharing {
+        match self {
+            Kind::RwLock => Sharing::ReadWrite,
+            Kind::Semaphore => Sharing::Permits(worker::PERMITS as usize),
+            _ => Sharing::Exclusive,
+        }
+    }
+
+    /// Where its contender nodes are, below the lock's root: the root itself, or a
+    /// semaphore's two queues.
+    fn node_dirs(self, root: &str) -> Vec<String> {
+        match self {
+            Kind::Semaphore => vec![format!("{root}/locks"), format!("{root}/leases")],
+            _ => vec![root.to_owned()],
+        }
+    }
 }
 
 impl<'e> Bed<'e> {
@@ -114,12 +170,11 @@ impl<'e> Bed<'e> {
         let locks: Vec<String> = kinds
             .iter()
             .enumerate()
-            .map(|(i, kind)| match kind {
-                Kind::Mutex => format!("lock-{i}"),
-                Kind::Keyed => format!("key-{i}"),
-            })
+            .map(|(i, kind)| kind.lock_name(i))
             .collect();
-        for lock in &locks {
+        let history = Arc::new(History::new());
+        for (lock, kind) in locks.iter().zip(kinds) {
+            history.sharing(lock, kind.sharing());
             raw.mkdir(&format!("{OPS}/{lock}"), &PERSISTENT)
                 .await
                 .unwrap();
@@ -134,7 +189,8 @@ impl<'e> Bed<'e> {
             ensemble,
             path,
             locks,
-            history: Arc::new(History::new()),
+            kinds: kinds.to_vec(),
+            history,
             stop: watch::channel(false).0,
             workers: Vec::new(),
             sessions: Vec::new(),
@@ -278,7 +334,7 @@ impl<'e> Bed<'e> {
                         let worker = format!("probe-{lock}");
                         sink.grant(Grant {
                             lock: lock.clone(),
-                            token: guard.token().as_u64(),
+                            token: guard.history_token(),
                             session: guard.session_id(),
                             worker: worker.clone(),
                             at: Some(at),
@@ -385,32 +441,58 @@ impl<'e> Bed<'e> {
         })
         .await;
         let raw = self.raw().await;
-        for lock in &self.locks {
-            let root = lock_root(lock);
-            let gone = tokio::time::timeout(scaled(linger), async {
-                loop {
-                    let (children, watcher) = children_and_watch(&raw, &root).await;
-                    if children.iter().all(|c| c.starts_with('~')) {
-                        return;
+        for (lock, kind) in self.locks.iter().zip(&self.kinds) {
+            let mut left = Vec::new();
+            for dir in kind.node_dirs(&lock_root(lock)) {
+                let gone = tokio::time::timeout(scaled(linger), async {
+                    loop {
+                        let (children, watcher) = children_and_watch(&raw, &dir).await;
+                        if children.iter().all(|c| c.starts_with('~')) {
+                            return;
+                        }
+                        watcher.changed().await;
                     }
-                    watcher.changed().await;
+                })
+                .await;
+                // A key's directory (a semaphore's leases) may be reaped already: nothing
+                // left in it.
+                let nodes = children_and_watch(&raw, &dir).await.0;
+                if gone.is_err() {
+                    println!("{dir}: nodes still there after {linger:?}: {nodes:?}");
                 }
-            })
-            .await;
-            // A key's directory may be reaped already: nothing left in it.
-            let left = children_and_watch(&raw, &root).await.0;
-            if gone.is_err() {
-                println!("{lock}: nodes still there after {linger:?}: {left:?}");
+                let below = dir.strip_prefix(&lock_root(lock)).unwrap_or_default();
+                let below = below.trim_start_matches('/');
+                left.extend(nodes.into_iter().map(|n| match below {
+                    "" => n,
+                    below => format!("{below}/{n}"),
+                }));
             }
             self.history.leftovers(lock, left);
             // The store: the counter, and the operations in the order the ensemble took them.
             let (data, _) = raw.get_data(&format!("{COUNTERS}/{lock}")).await.unwrap();
             let counter = std::str::from_utf8(&data).unwrap().parse().unwrap();
             let mut log = Vec::new();
-            for op in raw.list_children(&format!("{OPS}/{lock}")).await.unwrap() {
-                let (token, stat) = raw.get_data(&format!("{OPS}/{lock}/{op}")).await.unwrap();
-                let token = std::str::from_utf8(&token).unwrap().parse().unwrap();
-                log.push((stat.czxid, Entry { op, token }));
+            let ops = raw.list_children(&format!("{OPS}/{lock}")).await.unwrap();
+            // Read 256 at a time (a soak's store holds thousands).
+            for chunk in ops.chunks(256) {
+                let mut reads = tokio::task::JoinSet::new();
+                for op in chunk {
+                    let (raw, path, op) = (raw.clone(), format!("{OPS}/{lock}/{op}"), op.clone());
+                    reads.spawn(async move {
+                        let (data, stat) = raw.get_data(&path).await.unwrap();
+                        (op, data, stat.czxid)
+                    });
+                }
+                while let Some(read) = reads.join_next().await {
+                    let (op, data, czxid) = read.unwrap();
+                    let data = std::str::from_utf8(&data).unwrap();
+                    let (token, shared) = match data.strip_suffix(" shared") {
+                        Some(token) => (token, true),
+                        None => (data, false),
+                    };
+                    let token = token.parse().unwrap();
+                    log.push((czxid, Entry { op, token, shared }));
+                }
             }
             log.sort_by_key(|(czxid, _)| *czxid);
             let log = log.into_iter().map(|(_, e)| e).collect();

@@ -87,3 +87,62 @@ pub fn stale_outcomes(writes: &[Write]) -> String {
         .collect();
     outcomes.join(", ")
 }
+
+/// The soak's table of recipes (`SOAK |...` rows, a Markdown table): per lock, its
+/// contenders, the operations and what became of them, the grants, the checker's verdict on
+/// that lock alone, and its longest stall. Returns each lock's report.
+pub fn print_recipes(
+    e: &Events,
+    locks: &[(String, &'static str, String)],
+    recovery_bound: Duration,
+) -> Vec<Report> {
+    println!(
+        "SOAK | recipe | lock | contenders | operations | grants | violations | updates lost | longest stall |"
+    );
+    println!("SOAK | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut reports = Vec::new();
+    for (lock, recipe, contenders) in locks {
+        let one = e.only(lock);
+        let r = crate::support::history::check(&one, recovery_bound);
+        let stall = longest_stall(&one, std::slice::from_ref(lock));
+        println!(
+            "SOAK | {recipe} | {lock} | {contenders} | {} fenced increments ({} applied, {} refused, {} unknown: {} done) | {} | {} | {} | {:.1} s |",
+            r.writes,
+            r.applied(),
+            r.refused,
+            r.unknown_done + r.unknown_not_done,
+            r.unknown_done,
+            r.grants,
+            r.violations.len(),
+            r.lost,
+            stall.as_secs_f64(),
+        );
+        reports.push(r);
+    }
+    reports
+}
+
+/// For each heal (when, what): how long until every lock had an accepted write acknowledged
+/// after it (`None`: some lock had none before the end). Other faults may still be on then.
+pub fn recoveries(
+    e: &Events,
+    locks: &[String],
+    heals: &[(Instant, String)],
+) -> Vec<(Option<Duration>, String)> {
+    heals
+        .iter()
+        .map(|(healed, what)| {
+            let took = locks.iter().try_fold(Duration::ZERO, |worst, lock| {
+                let first = e
+                    .writes
+                    .iter()
+                    .filter(|w| &w.lock == lock && w.outcome == Outcome::Accepted)
+                    .filter_map(|w| w.done)
+                    .filter(|d| d > healed)
+                    .min()?;
+                Some(worst.max(first - *healed))
+            });
+            (took, what.clone())
+        })
+        .collect()
+}

@@ -2,6 +2,7 @@
 //! what they report to the history; in this process, or in a child process of its own.
 
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,8 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
-    Error, LossPolicy, Session, ZkLockSpace, ZkLockSpaceGuard, ZkMutex, ZkMutexGuard,
+    Error, LeaderElection, Leadership, LossPolicy, Session, ZkLockSpace, ZkLockSpaceGuard, ZkMutex,
+    ZkMutexGuard, ZkRwLock, ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
 };
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
@@ -19,35 +21,65 @@ use super::{lock_root, options, COUNTERS, LOCKS, OPS, OPS_PER_GRANT};
 use crate::support::history::{Grant, History, Outcome, Release, Write};
 use crate::support::within;
 
-/// A lock of the bed: a `ZkMutex` at `{LOCKS}/lock-N`, or the key `key-N` of the lock space
-/// `LOCKS` (whose directory is the same path, a container the server reaps when idle; its
-/// tokens are zxids).
+/// A lock of the bed, by the prefix of its name: a `ZkMutex` at `{LOCKS}/lock-N`; the key
+/// `key-N` of the lock space `LOCKS` (whose directory is the same path, a container the server
+/// reaps when idle; its tokens are zxids); a `ZkRwLock` at `{LOCKS}/rw-N` (every third
+/// acquisition of a locker a write, the others reads); a `ZkSemaphore` of [`PERMITS`] at
+/// `{LOCKS}/sem-N` (a lease's token is its node's zxid: the semaphore's sequence restarts with
+/// its reaped `leases` directory); a `LeaderElection` at `{LOCKS}/elect-N` (the term).
 pub enum Locker {
     Mutex(ZkMutex),
     Keyed(ZkLockSpace, String),
+    RwLock(ZkRwLock, AtomicUsize),
+    Semaphore(ZkSemaphore),
+    Election(LeaderElection),
 }
+
+/// The permits of a bed's semaphore.
+pub const PERMITS: u32 = 2;
 
 impl Locker {
     pub fn new(session: &Session, lock: &str) -> Locker {
+        let root = lock_root(lock);
         if lock.starts_with("key-") {
             Locker::Keyed(ZkLockSpace::new(session, LOCKS).unwrap(), lock.to_owned())
+        } else if lock.starts_with("rw-") {
+            Locker::RwLock(ZkRwLock::new(session, &root).unwrap(), AtomicUsize::new(0))
+        } else if lock.starts_with("sem-") {
+            Locker::Semaphore(ZkSemaphore::new(session, &root, PERMITS).unwrap())
+        } else if lock.starts_with("elect-") {
+            Locker::Election(LeaderElection::new(session, &root, "bed").unwrap())
         } else {
-            Locker::Mutex(ZkMutex::new(session, &lock_root(lock)).unwrap())
+            Locker::Mutex(ZkMutex::new(session, &root).unwrap())
         }
     }
 
+    /// Locks (a read/write lock: writes on the first acquisition and every third after it).
     pub async fn lock(&self) -> Result<Held, Error> {
         match self {
             Locker::Mutex(mutex) => mutex.lock().await.map(Held::Mutex),
             Locker::Keyed(space, key) => space.lock(key).await.map(Held::Keyed),
+            Locker::RwLock(lock, n) => {
+                if n.fetch_add(1, Ordering::Relaxed) % 3 == 0 {
+                    lock.write().await.map(|g| Held::RwLock(g, false))
+                } else {
+                    lock.read().await.map(|g| Held::RwLock(g, true))
+                }
+            }
+            Locker::Semaphore(semaphore) => semaphore.acquire().await.map(Held::Lease),
+            Locker::Election(election) => election.campaign().await.map(Held::Leader),
         }
     }
 }
 
-/// A held lock of either kind.
+/// A held lock of any kind.
 pub enum Held {
     Mutex(ZkMutexGuard),
     Keyed(ZkLockSpaceGuard),
+    /// Shared (a read lock) or not.
+    RwLock(ZkRwLockGuard, bool),
+    Lease(ZkSemaphoreLease),
+    Leader(Leadership),
 }
 
 impl std::ops::Deref for Held {
@@ -56,6 +88,9 @@ impl std::ops::Deref for Held {
         match self {
             Held::Mutex(guard) => guard,
             Held::Keyed(guard) => guard,
+            Held::RwLock(guard, _) => guard,
+            Held::Lease(lease) => lease,
+            Held::Leader(leadership) => leadership,
         }
     }
 }
@@ -65,7 +100,24 @@ impl Held {
         match self {
             Held::Mutex(guard) => guard.release().await,
             Held::Keyed(guard) => guard.release().await,
+            Held::RwLock(guard, _) => guard.release().await,
+            Held::Lease(lease) => lease.release().await,
+            Held::Leader(leadership) => leadership.resign().await,
         }
+    }
+
+    /// The grant's token as the history knows it: a lease's node zxid (unique, where the
+    /// semaphore's sequence is not), everyone else's fencing token.
+    pub fn history_token(&self) -> u64 {
+        match self {
+            Held::Lease(lease) => lease.zxid() as u64,
+            other => other.token().as_u64(),
+        }
+    }
+
+    /// Whether others may hold at the same time (a read lock; leases are judged by count).
+    pub fn shared(&self) -> bool {
+        matches!(self, Held::RwLock(_, true))
     }
 }
 
@@ -216,7 +268,7 @@ pub async fn work(w: Worker) {
             }
         };
         let hold = std::mem::take(&mut hold_first);
-        let (token, session_id) = (guard.token().as_u64(), guard.session_id());
+        let (token, session_id) = (guard.history_token(), guard.session_id());
         sink.grant(Grant {
             lock: lock.clone(),
             token,
@@ -293,11 +345,13 @@ pub async fn work(w: Worker) {
 
 /// One fenced increment of `lock`'s counter under `guard`: reads the counter, then commits,
 /// in one transaction that holds only while the grant does, the counter at the version read
-/// plus one and the operation's own node. `None` when the counter could not even be read
-/// (no write was attempted).
+/// plus one and the operation's own node (its data: the token, and ` shared` under a read
+/// lock). `None` when the counter could not even be read (no write was attempted). Holders
+/// that share a lock increment it too: one of two racing increments is refused (the version
+/// moved), which the checker counts as any refusal.
 pub async fn increment(
     session: &Session,
-    guard: &zk_recipes::Grant,
+    guard: &Held,
     lock: &str,
     op: &str,
     worker: &str,
@@ -314,7 +368,12 @@ pub async fn increment(
         .ok()?
         .ok()?;
     let count: u64 = std::str::from_utf8(&data).unwrap().parse().unwrap_or(0);
-    let token = guard.token().as_u64();
+    let token = guard.history_token();
+    let data = if guard.shared() {
+        format!("{token} shared")
+    } else {
+        token.to_string()
+    };
     let mut write = guard.fenced_write(&client).unwrap();
     write
         .add_set_data(
@@ -326,7 +385,7 @@ pub async fn increment(
     write
         .add_create(
             &format!("{OPS}/{lock}/{op}"),
-            token.to_string().as_bytes(),
+            data.as_bytes(),
             &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
         )
         .unwrap();

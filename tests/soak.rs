@@ -1,0 +1,262 @@
+//! The randomized fault soak (the Jepsen way): every recipe at once (a `ZkMutex`, a
+//! `ZkLockSpace` key, a `ZkRwLock`, a `ZkSemaphore`, a `LeaderElection`) on a five-member
+//! ensemble, contenders doing fenced increments, while a nemesis picks faults at random from
+//! those the harness has (leader and follower kills, the holder's server frozen past the
+//! session timeout or cut off, session expiries, lost replies through a `FaultProxy`, frozen
+//! holder processes), with random durations and overlaps. At the end every fault heals, every
+//! lock and the election are taken again, and the checker judges the whole history
+//! (`support/history.rs`): no overlapping accepted critical sections (readers together, at most
+//! the permits' leases), tokens only grow, nothing lost or doubled, every lock usable after
+//! the last heal, no node left.
+//!
+//! `ZK_SOAK_SECS` (default 60, what CI runs) says how long the nemesis runs; `ZK_SOAK_SEED`
+//! replays a run: the fault schedule is a pure function of the seed and of `ZK_SOAK_SECS`
+//! (`support/nemesis/schedule.rs`), printed at the start with the seed. Which member a fault's
+//! role names (the leader, the holder's server) is found when it starts.
+//!
+//! It prints the README's soak tables (`SOAK |...`):
+//!
+//! ```sh
+//! ZK_SOAK_SECS=600 cargo nextest run -p zk-recipes --test soak --success-output immediate | grep SOAK
+//! ```
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::bed::report::{print_recipes, recoveries, Row};
+use support::bed::worker::{run_child_worker, CHILD_WORKER_VAR};
+use support::bed::{ensemble_of, Bed, Kind};
+use support::nemesis::schedule::{schedule, Shape};
+use support::nemesis::{self, print_faults, Targets};
+use zk_recipes::LossPolicy;
+use zk_testcontainers::scaled;
+
+const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+const KINDS: [Kind; 5] = [
+    Kind::Mutex,
+    Kind::Keyed,
+    Kind::RwLock,
+    Kind::Semaphore,
+    Kind::Election,
+];
+/// Contenders per lock through every member (the third under `LossPolicy::Suspension`).
+const PER_LOCK: usize = 3;
+/// Locks with one more contender through a `FaultProxy` (the mutex and the key).
+const PROXIED: usize = 2;
+
+/// Worker mode of the frozen holder processes (this binary run again, see
+/// `support::bed::worker::ChildContender`). Without its variable it has nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_worker_process() {
+    let Ok(spec) = std::env::var(CHILD_WORKER_VAR) else {
+        return;
+    };
+    run_child_worker(&spec).await;
+}
+
+fn seed() -> u64 {
+    match std::env::var("ZK_SOAK_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("ZK_SOAK_SEED={s:?}: not a number")),
+        Err(_) => rand::random(),
+    }
+}
+
+fn run_secs() -> u64 {
+    std::env::var("ZK_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(60)
+}
+
+fn shape(run: Duration) -> Shape {
+    Shape {
+        run,
+        session_timeout: SESSION_TIMEOUT,
+        locks: KINDS.len(),
+        contenders: KINDS.len() * PER_LOCK + PROXIED,
+        proxies: PROXIED,
+    }
+}
+
+/// The same seed gives the same schedule; another seed another one.
+#[test]
+fn the_schedule_is_a_function_of_the_seed() {
+    let shape = shape(Duration::from_secs(600));
+    let a = schedule(7, &shape);
+    assert!(a.len() > 100, "{} steps in 10 minutes", a.len());
+    assert_eq!(a, schedule(7, &shape));
+    assert_ne!(a, schedule(8, &shape));
+    let kinds: std::collections::BTreeSet<usize> = a.iter().map(|s| s.fault.kind()).collect();
+    assert_eq!(kinds.len(), nemesis::schedule::KINDS.len(), "every kind");
+}
+
+/// Counts the library's events (lock nodes recovered after a lost create reply), so it runs
+/// on a runtime of its own (`support::counting_events`).
+#[test]
+fn every_recipe_at_once_under_a_random_nemesis() {
+    support::counting_events(soak());
+}
+
+async fn soak() {
+    let Some(ensemble) = ensemble_of(5).await else {
+        return;
+    };
+    let (seed, secs) = (seed(), run_secs());
+    let replay = format!("ZK_SOAK_SEED={seed} ZK_SOAK_SECS={secs}");
+    println!("SOAK seed {seed}: replay with {replay}");
+    let ensemble = Arc::new(ensemble);
+    let mut bed = Bed::with_locks(&ensemble, "soak", &KINDS).await;
+    let all = bed.all();
+
+    // The contenders: through a proxy in front of members 0 and 1 (on the mutex and the key),
+    // then PER_LOCK on each lock through every member.
+    let mut proxies = Vec::new();
+    for i in 0..PROXIED {
+        let (proxy, through) = bed.through_proxy(i).await;
+        let name = format!("proxied{i}");
+        bed.contender(
+            &name,
+            &through,
+            SESSION_TIMEOUT,
+            LossPolicy::Expiry,
+            i,
+            false,
+        )
+        .await;
+        proxies.push(Arc::new(proxy));
+    }
+    for lock in 0..KINDS.len() {
+        for j in 0..PER_LOCK {
+            let policy = match j {
+                2 => LossPolicy::Suspension,
+                _ => LossPolicy::Expiry,
+            };
+            let name = format!("{}-w{j}", bed.locks[lock]);
+            bed.contender(&name, &all, SESSION_TIMEOUT, policy, lock, false)
+                .await;
+        }
+    }
+    let contenders: Vec<String> = (0..KINDS.len())
+        .map(|lock| match lock < PROXIED {
+            true => format!("{} (1 through a FaultProxy)", PER_LOCK + 1),
+            false => PER_LOCK.to_string(),
+        })
+        .collect();
+    // Every lock works before the first fault.
+    bed.wait_writes(Instant::now(), 3, 120).await;
+
+    let run = Duration::from_secs(secs);
+    let steps = schedule(seed, &shape(run));
+    for (i, step) in steps.iter().enumerate() {
+        println!(
+            "SCHEDULE {i}: after {:.1} s, {}",
+            step.gap.as_secs_f64(),
+            step.fault
+        );
+    }
+    let began = Instant::now();
+    let targets = Targets {
+        ensemble: ensemble.clone(),
+        history: bed.history.clone(),
+        locks: bed.locks.clone(),
+        sessions: bed.sessions.clone(),
+        proxies: proxies.clone(),
+        connect: all.clone(),
+        session_timeout: SESSION_TIMEOUT,
+    };
+    let log = nemesis::run(targets, &steps, began + run).await;
+    ensemble
+        .wait_for_all_serving(scaled(Duration::from_secs(480)))
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: the ensemble after the last heal: {e}"));
+    let healed_at = Instant::now();
+    println!(
+        "SOAK nemesis done after {:.0} s: {} faults of {} scheduled; every member serving",
+        began.elapsed().as_secs_f64(),
+        log.len(),
+        steps.len()
+    );
+    let bound = scaled(SESSION_TIMEOUT + Duration::from_secs(30));
+    bed.probe(healed_at, bound).await;
+
+    let history = bed.history.clone();
+    let locks = bed.locks.clone();
+    let lost_replies: u64 = proxies.iter().map(|p| p.lost_replies()).sum();
+    let recovered = support::events().get("recovered our node after a lost create reply");
+    let report = bed
+        .finish(
+            Row {
+                scenario: format!(
+                    "soak: every recipe at once on a 5-member ensemble, a random nemesis for {secs} s (seed {seed})"
+                ),
+                policy: "Expiry (a third Suspension)",
+                faults: format!("{} faults", log.len()),
+            },
+            SESSION_TIMEOUT + Duration::from_secs(10),
+            bound,
+        )
+        .await;
+
+    // The tables.
+    let events = history.snapshot();
+    let rows: Vec<(String, &'static str, String)> = locks
+        .iter()
+        .zip(KINDS)
+        .zip(&contenders)
+        .map(|((lock, kind), n)| (lock.clone(), kind.recipe(), n.clone()))
+        .collect();
+    println!("SOAK");
+    let per_lock = print_recipes(&events, &rows, bound);
+    println!("SOAK");
+    print_faults(&log, lost_replies, recovered);
+    let heals: Vec<(Instant, String)> = log
+        .iter()
+        .filter_map(|i| i.healed.map(|h| (h, format!("{} ({})", i.fault, i.target))))
+        .collect();
+    let worst = recoveries(&events, &locks, &heals)
+        .into_iter()
+        .max_by_key(|(took, _)| took.unwrap_or(Duration::MAX));
+    println!("SOAK");
+    if let Some((took, what)) = worst {
+        let took = took.map_or("not before the end".into(), |t| {
+            format!("{:.1} s", t.as_secs_f64())
+        });
+        println!(
+            "SOAK longest recovery after a heal (until every lock had an acknowledged write; other faults may still have been on): {took}, after: {what}"
+        );
+    }
+    println!(
+        "SOAK after the last heal every lock taken again by a fresh session within {:.1} s",
+        report.recovery.unwrap_or_default().as_secs_f64()
+    );
+    println!(
+        "SOAK totals: {} fenced increments ({} applied), {} grants, {} violations, {} updates lost; seed {seed}",
+        report.writes,
+        report.applied(),
+        report.grants,
+        report.violations.len(),
+        report.lost
+    );
+
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed} ({replay}): violations: {:#?}",
+        report.violations
+    );
+    assert_eq!(report.lost, 0, "seed {seed} ({replay}): updates lost");
+    for ((lock, _, _), r) in rows.iter().zip(&per_lock) {
+        assert!(
+            r.applied() > 0,
+            "seed {seed} ({replay}): nothing written on {lock}: the soak proved nothing there"
+        );
+    }
+    assert!(
+        !log.is_empty() || secs < 5,
+        "seed {seed}: no fault injected"
+    );
+}
