@@ -34,11 +34,12 @@
 //!
 //! # Faults
 //!
-//! [`ZkServer`] (standalone) and each [`ZkMember`] of a [`ZkEnsemble`] offer
-//! [`stop`](ZkMember::stop) / [`start_again`](ZkMember::start_again) (same data, same
-//! connect string), [`kill`](ZkMember::kill), [`pause`](ZkMember::pause) /
-//! [`unpause`](ZkMember::unpause), [`disconnect`](ZkMember::disconnect) /
-//! [`reconnect`](ZkMember::reconnect) and [`four_letter`](ZkMember::four_letter) words.
+//! A [`ZkServer`], standalone or a member of a [`ZkEnsemble`] (one type for both; [`ZkMember`]
+//! is another name for it), offers [`stop`](ZkServer::stop) /
+//! [`start_again`](ZkServer::start_again) (same data, same connect string),
+//! [`kill`](ZkServer::kill), [`pause`](ZkServer::pause) / [`unpause`](ZkServer::unpause),
+//! [`disconnect`](ZkServer::disconnect) / [`reconnect`](ZkServer::reconnect) and
+//! [`four_letter`](ZkServer::four_letter) words.
 //! [`expire_session`] expires a client's session on demand. A [`FaultProxy`] between a
 //! client and a server drops connections, blackholes or delays traffic, and loses the reply
 //! to a chosen request.

@@ -20,9 +20,12 @@ use super::ServerMode;
 use super::ServerOptions;
 use super::{CLIENT_PORT, DEFAULT_NETWORK, FOUR_LETTER_TIMEOUT, POLL_INTERVAL, POLL_TIMEOUT};
 
-/// One ZooKeeper server in a container, with the fault-injection operations. This is what
-/// [`ZkEnsemble::member`](crate::ZkEnsemble::member) returns, and what a [`ZkServer`](crate::ZkServer)
-/// dereferences to: the operations below work the same on both.
+/// One ZooKeeper server in a container, with the fault-injection operations, removed when
+/// this value is dropped (also when the test panics): a standalone server
+/// ([`ZkServer::start`]) or a member of an ensemble
+/// ([`ZkEnsemble::member`](crate::ZkEnsemble::member)), one type for both (as Curator's
+/// `TestingServer` and `TestingCluster`'s instances), so the operations below work the same
+/// on either. [`ZkMember`](crate::ZkMember) is another name for it.
 ///
 /// The client port is published on `127.0.0.1` at a host port chosen once, so the connect
 /// string survives [`stop`](Self::stop)/[`start_again`](Self::start_again) and
@@ -37,7 +40,7 @@ use super::{CLIENT_PORT, DEFAULT_NETWORK, FOUR_LETTER_TIMEOUT, POLL_INTERVAL, PO
 /// println!("{}", member.four_letter("srvr").await?);
 /// # Ok(()) }
 /// ```
-pub struct ZkMember {
+pub struct ZkServer {
     container: ContainerAsync<GenericImage>,
     name: String,
     host_port: u16,
@@ -47,9 +50,9 @@ pub struct ZkMember {
     startup_timeout: Duration,
 }
 
-impl fmt::Debug for ZkMember {
+impl fmt::Debug for ZkServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZkMember")
+        f.debug_struct("ZkServer")
             .field("container", &self.name)
             .field("id", &self.container.id())
             .field("host_port", &self.host_port)
@@ -73,7 +76,7 @@ pub(crate) struct Launch<'a> {
 
 /// Creates and starts the container (not waiting for ZooKeeper), retrying with another
 /// host port if the chosen one was taken in the meantime.
-pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
+pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkServer, HarnessError> {
     const ATTEMPTS: usize = 4;
     let docker = docker::client().await?;
     docker::sweep_once(&docker).await;
@@ -140,7 +143,7 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
         };
         match request.start().await {
             Ok(container) => {
-                return Ok(ZkMember {
+                return Ok(ZkServer {
                     container,
                     name,
                     host_port: port,
@@ -179,7 +182,7 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkMember, HarnessError> {
     ))
 }
 
-impl ZkMember {
+impl ZkServer {
     /// `127.0.0.1:<host port>`: this server alone.
     ///
     /// ```no_run

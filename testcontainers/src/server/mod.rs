@@ -1,18 +1,17 @@
 //! One ZooKeeper server in a container: [`ServerOptions`] (`options.rs`), the container and
-//! its operations shared by standalone servers and ensemble members ([`ZkMember`],
-//! `member.rs`), four-letter words and server modes (`mode.rs`), and a standalone
-//! [`ZkServer`] (here).
+//! its operations, one type for standalone servers and ensemble members ([`ZkServer`],
+//! `member.rs`), four-letter words and server modes (`mode.rs`), and starting a standalone
+//! server (here).
 
 mod member;
 mod mode;
 mod options;
 
-pub use member::ZkMember;
+pub use member::ZkServer;
 pub(crate) use member::{launch, Launch};
 pub use mode::ServerMode;
 pub use options::{ClientAuth, ServerOptions, ServerSasl, ServerTls, SECURE_CLIENT_PORT};
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use crate::{docker, image, scaled, HarnessError};
@@ -28,37 +27,27 @@ pub(crate) const POLL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Pause between polls while waiting for a server.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A standalone ZooKeeper server in a container, removed when this value is dropped (also
-/// when the test panics).
+/// The old name of [`ZkServer`], which a standalone server and an ensemble's member now share.
 ///
-/// All per-server operations ([`stop`](ZkMember::stop), [`start_again`](ZkMember::start_again),
-/// [`kill`](ZkMember::kill), [`pause`](ZkMember::pause), [`unpause`](ZkMember::unpause),
-/// [`disconnect`](ZkMember::disconnect), [`reconnect`](ZkMember::reconnect),
-/// [`four_letter`](ZkMember::four_letter), [`connect_string`](ZkMember::connect_string)...)
-/// come from [`ZkMember`], which a `ZkServer` dereferences to.
-///
-/// ```no_run
-/// use zk_testcontainers::ZkServer;
-///
-/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
-/// let server = ZkServer::start().await?;
-/// let client = zookeeper_client::Client::connect(&server.connect_string()).await.unwrap();
-/// server.stop().await?;
-/// server.start_again().await?; // same connect string, same data
-/// # Ok(()) }
 /// ```
-#[derive(Debug)]
-pub struct ZkServer {
-    member: ZkMember,
-}
+/// fn same(server: &zk_testcontainers::ZkServer) -> &zk_testcontainers::ZkMember {
+///     server
+/// }
+/// ```
+pub type ZkMember = ZkServer;
 
 impl ZkServer {
     /// Starts a standalone server with the default [`ServerOptions`] and waits until it
     /// serves (`srvr` reports `Mode: standalone`).
     ///
     /// ```no_run
+    /// use zk_testcontainers::ZkServer;
+    ///
     /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
-    /// let server = zk_testcontainers::ZkServer::start().await?;
+    /// let server = ZkServer::start().await?;
+    /// let client = zookeeper_client::Client::connect(&server.connect_string()).await.unwrap();
+    /// server.stop().await?;
+    /// server.start_again().await?; // same connect string, same data
     /// # Ok(()) }
     /// ```
     pub async fn start() -> Result<ZkServer, HarnessError> {
@@ -91,14 +80,6 @@ impl ZkServer {
         })
         .await?;
         member.wait_until_up(scaled(opts.startup_timeout)).await?;
-        Ok(ZkServer { member })
-    }
-}
-
-impl Deref for ZkServer {
-    type Target = ZkMember;
-
-    fn deref(&self) -> &ZkMember {
-        &self.member
+        Ok(member)
     }
 }
