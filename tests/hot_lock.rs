@@ -36,6 +36,37 @@ fn spawn_waiters(
         .collect()
 }
 
+/// A holder holding the lock on a session of its own, and the waiters' session and mutex.
+struct Bed {
+    holder_session: zk_recipes::Session,
+    held: zk_recipes::ZkMutexGuard,
+    session: zk_recipes::Session,
+    mutex: Arc<ZkMutex>,
+    inside: Arc<AtomicUsize>,
+    grants: Arc<Mutex<Vec<FencingToken>>>,
+}
+
+impl Bed {
+    async fn holding(zk: &Zk) -> Bed {
+        let holder_session = zk.session().await;
+        let held = ZkMutex::new(&holder_session, ROOT)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let session = zk.session().await;
+        let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
+        Bed {
+            holder_session,
+            held,
+            session,
+            mutex,
+            inside: Arc::default(),
+            grants: Arc::default(),
+        }
+    }
+}
+
 async fn join_all(what: &str, tasks: Vec<tokio::task::JoinHandle<()>>) {
     within(what, 120, async {
         for task in tasks {
@@ -55,12 +86,14 @@ async fn five_hundred_waiters_body() {
     let zk = Zk::start("hot-lock").await;
     let counter = events();
     let raw = zk.raw().await;
-    let holder_session = zk.session().await;
-    let holder = ZkMutex::new(&holder_session, ROOT).unwrap();
-    let held = holder.lock().await.unwrap();
-    let session = zk.session().await;
-    let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
-    let (inside, grants) = (Arc::default(), Arc::default());
+    let Bed {
+        holder_session,
+        held,
+        session,
+        mutex,
+        inside,
+        grants,
+    } = Bed::holding(&zk).await;
     let waiters = 500;
     let listed_before = counter.get("listed children");
     let tasks = spawn_waiters(&mutex, waiters, &inside, &grants);
@@ -109,12 +142,14 @@ async fn five_hundred_waiters_body() {
 async fn a_peer_node_in_a_deep_queue_is_not_stepped_over() {
     let zk = Zk::start("hot-lock-peer").await;
     let raw = zk.raw().await;
-    let holder_session = zk.session().await;
-    let holder = ZkMutex::new(&holder_session, ROOT).unwrap();
-    let held = holder.lock().await.unwrap();
-    let session = zk.session().await;
-    let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
-    let (inside, grants) = (Arc::default(), Arc::default());
+    let Bed {
+        holder_session,
+        held,
+        session,
+        mutex,
+        inside,
+        grants,
+    } = Bed::holding(&zk).await;
     let ahead = 100;
     let tasks = spawn_waiters(&mutex, ahead, &inside, &grants);
     wait_children(&raw, ROOT, ahead + 1).await;
@@ -166,12 +201,14 @@ async fn a_peer_node_in_a_deep_queue_is_not_stepped_over() {
 async fn cancelled_waiters_in_a_deep_queue_are_stepped_over() {
     let zk = Zk::start("hot-lock-cancel").await;
     let raw = zk.raw().await;
-    let holder_session = zk.session().await;
-    let holder = ZkMutex::new(&holder_session, ROOT).unwrap();
-    let held = holder.lock().await.unwrap();
-    let session = zk.session().await;
-    let mutex = Arc::new(ZkMutex::new(&session, ROOT).unwrap());
-    let (inside, grants) = (Arc::default(), Arc::default());
+    let Bed {
+        holder_session,
+        held,
+        session,
+        mutex,
+        inside,
+        grants,
+    } = Bed::holding(&zk).await;
     let waiters = 300;
     let mut tasks = spawn_waiters(&mutex, waiters, &inside, &grants);
     wait_children(&raw, ROOT, waiters + 1).await;
