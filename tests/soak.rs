@@ -122,9 +122,9 @@ fn every_recipe_at_once_under_a_random_nemesis() {
 
 async fn soak() {
     // A five-member ensemble for a minute or more: only when asked with ZK_SOAK_SECS (under
-    // nextest it runs alone, see .config/nextest.toml). Not in CI yet: on 2026-12-01, on a
-    // loaded 2-core machine, 3 of 6 runs had a lock or the election not taken again within 34 s
-    // of a heal (the recipes' safety invariants held in all of them); the cause is not found.
+    // nextest it runs alone, see .config/nextest.toml). Not in CI yet: of seven runs on
+    // 2026-12-01 (a loaded 2-core machine), two had a lock or the election not taken again
+    // within 34 s of a heal (the safety invariants held); the cause is not found.
     if std::env::var_os("ZK_SOAK_SECS").is_none() {
         println!("SOAK skipped: set ZK_SOAK_SECS (e.g. 60) to run it");
         return;
