@@ -323,6 +323,21 @@ impl Drop for Grant {
     }
 }
 
+/// Our node deleted: by someone else, unless the session's end did it (the server deletes an
+/// expired session's ephemeral nodes and may tell this connection so before it says the
+/// session is over, as 3.9 did in a release storm). One request tells: on a live session it
+/// is answered; on an ended one it fails, and this pends so that the caller reports the
+/// session's end.
+async fn deleted_or_ended(epoch: &Epoch, path: &str) -> LossReason {
+    match epoch
+        .retry(path, |c| async move { c.check_stat(path).await })
+        .await
+    {
+        Ok(_) => LossReason::NodeDeleted,
+        Err(_) => std::future::pending().await,
+    }
+}
+
 /// Resolves when `path` is observed deleted (or changed, where that ends the grant); pends
 /// forever once the session is over (the caller races it against the session's own signal).
 async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange, czxid: i64) -> LossReason {
@@ -344,9 +359,9 @@ async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange, czxid: i64)
             Err(_) => return std::future::pending().await,
         };
         let watcher = match watched {
-            (None, _) => return LossReason::NodeDeleted,
+            (None, _) => return deleted_or_ended(epoch, path).await,
             // Another node at our path (ours is gone) is not ours.
-            (Some(stat), _) if stat.czxid != czxid => return LossReason::NodeDeleted,
+            (Some(stat), _) if stat.czxid != czxid => return deleted_or_ended(epoch, path).await,
             // Our node is created at data version 0; only a change makes it another.
             (Some(stat), _) if on_change == OnChange::Lost && stat.version != 0 => {
                 return LossReason::NodeChanged
@@ -354,7 +369,7 @@ async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange, czxid: i64)
             (Some(_), watcher) => watcher,
         };
         match watcher.changed().await.event_type {
-            zk::EventType::NodeDeleted => return LossReason::NodeDeleted,
+            zk::EventType::NodeDeleted => return deleted_or_ended(epoch, path).await,
             zk::EventType::NodeDataChanged if on_change == OnChange::Lost => {
                 return LossReason::NodeChanged
             }
