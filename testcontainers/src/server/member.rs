@@ -20,6 +20,9 @@ use super::ServerMode;
 use super::ServerOptions;
 use super::{CLIENT_PORT, DEFAULT_NETWORK, FOUR_LETTER_TIMEOUT, POLL_INTERVAL, POLL_TIMEOUT};
 
+/// How many times [`ZkServer::pause`] asks the runtime to freeze a server before it gives up.
+const PAUSE_ATTEMPTS: u32 = 5;
+
 /// One ZooKeeper server in a container, with the fault-injection operations, removed when
 /// this value is dropped (also when the test panics): a standalone server
 /// ([`ZkServer::start`]) or a member of an ensemble
@@ -361,11 +364,26 @@ impl ZkServer {
     /// server.unpause().await?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// The container runtime's freezer can fail to catch every process of a busy server
+    /// ("unable to freeze", when a thread sits in the kernel, in an `fsync` for example); it
+    /// thaws the container again when it gives up. So a refused freeze is tried again a few
+    /// times, a moment apart, before it is reported.
     pub async fn pause(&self) -> Result<(), HarnessError> {
-        self.container
-            .pause()
-            .await
-            .map_err(|e| self.error("pausing", e))
+        let mut attempt = 1;
+        loop {
+            match self.container.pause().await {
+                Ok(()) => return Ok(()),
+                Err(e)
+                    if attempt < PAUSE_ATTEMPTS && e.to_string().contains("unable to freeze") =>
+                {
+                    tracing::debug!(container = %self.name, attempt, error = %e, "freezing failed; trying again");
+                    tokio::time::sleep(Duration::from_millis(100 * attempt as u64)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(self.error("pausing", e)),
+            }
+        }
     }
 
     /// Thaws a paused server.
