@@ -306,8 +306,9 @@ impl<'e> Bed<'e> {
     /// fenced write, timed from `healed_at`.
     pub async fn probe(&self, healed_at: Instant, bound: Duration) {
         let mut probes = Vec::new();
-        for lock in self.locks.clone() {
+        for (lock, kind) in self.locks.clone().into_iter().zip(self.kinds.clone()) {
             let (connect, history) = (self.all(), self.history.clone());
+            let sessions = self.sessions.clone();
             probes.push(tokio::spawn(async move {
                 let deadline = tokio::time::Instant::from_std(healed_at + bound);
                 let acquired = tokio::time::timeout_at(deadline, async {
@@ -328,7 +329,10 @@ impl<'e> Bed<'e> {
                 })
                 .await;
                 let acquired_at = match acquired {
-                    Err(_) => None,
+                    Err(_) => {
+                        who_holds(&connect, &lock, kind, &sessions, &history).await;
+                        None
+                    }
                     Ok((session, guard, at)) => {
                         let sink = Sink::Local(history.clone());
                         let worker = format!("probe-{lock}");
@@ -586,4 +590,72 @@ pub async fn stop_every_member(ensemble: &ZkEnsemble) {
 /// Starts every member again at once, and waits until they all serve.
 pub async fn start_every_member(ensemble: &ZkEnsemble) {
     ensemble.start_again().await.unwrap();
+}
+
+/// Prints what holds `lock` up, for a probe that did not get it: the contender nodes with
+/// their owners (the bed's session by name, when it is one) and each owner's last grant and
+/// release in the history.
+async fn who_holds(
+    connect: &str,
+    lock: &str,
+    kind: Kind,
+    sessions: &[(String, Session)],
+    history: &History,
+) {
+    let Ok(Ok(raw)) =
+        tokio::time::timeout(Duration::from_secs(10), zkc::Client::connect(connect)).await
+    else {
+        println!("STUCK {lock}: no client to look with");
+        return;
+    };
+    let names: Vec<(String, Option<i64>)> = sessions
+        .iter()
+        .map(|(name, s)| (name.clone(), s.session_id()))
+        .collect();
+    for dir in kind.node_dirs(&lock_root(lock)) {
+        let mut children = match raw.list_children(&dir).await {
+            Ok(children) => children,
+            Err(err) => {
+                println!("STUCK {lock}: listing {dir}: {err}");
+                continue;
+            }
+        };
+        children.sort_by_key(|c| c.rsplit('-').next().map(str::to_owned));
+        for child in children {
+            let path = format!("{dir}/{child}");
+            let owner = match raw.check_stat(&path).await {
+                Ok(Some(stat)) => stat.ephemeral_owner,
+                _ => 0,
+            };
+            let name = names
+                .iter()
+                .find(|(_, id)| *id == Some(owner))
+                .map_or("(not a bed session)", |(n, _)| n.as_str());
+            let last = history.read(|e| {
+                let grant = e
+                    .grants
+                    .iter()
+                    .rev()
+                    .find(|g| g.worker == name && g.lock == lock);
+                let release = e
+                    .releases
+                    .iter()
+                    .rev()
+                    .find(|r| r.worker == name && r.lock == lock);
+                format!(
+                    "last grant {:?}, last release {:?}",
+                    grant.map(|g| (g.token, g.at.map(|a| a.elapsed()))),
+                    release.map(|r| (r.token, r.at.map(|a| a.elapsed()), r.how.clone()))
+                )
+            });
+            println!("STUCK {lock}: {path} owner {owner:#x} = {name}: {last}");
+        }
+    }
+    for (name, s) in sessions {
+        println!(
+            "STUCK session {name}: {:?} id {:?}",
+            s.state(),
+            s.session_id().map(|i| format!("{i:#x}"))
+        );
+    }
 }

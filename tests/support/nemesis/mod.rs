@@ -295,10 +295,14 @@ async fn wait_serving(m: &zk_testcontainers::ZkMember, member: usize, hit: Hit) 
         ) {
             return;
         }
-        assert!(
-            back.elapsed() < limit,
-            "member {member} not serving {limit:?} after the {hit:?} healed"
-        );
+        if back.elapsed() >= limit {
+            // The member's own account of why it does not follow, for the failure's reader.
+            let logs = m.logs().await.unwrap_or_else(|e| format!("(no logs: {e})"));
+            let lines: Vec<&str> = logs.lines().collect();
+            let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+            println!("NEMESIS member {member}'s last log lines:\n{tail}");
+            panic!("member {member} not serving {limit:?} after the {hit:?} healed");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
