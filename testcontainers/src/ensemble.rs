@@ -4,12 +4,15 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use crate::server::{launch, Launch, POLL_INTERVAL, POLL_TIMEOUT};
-use crate::{docker, image, scaled, HarnessError, ServerMode, ServerOptions, ZkMember};
+use crate::{docker, image, network, scaled, HarnessError, ServerMode, ServerOptions, ZkMember};
 
 /// An ensemble of N members (typically 3 or 5) on a private Docker network, where members
 /// address each other by container name. Each member's client port is published on
 /// `127.0.0.1`. The containers, then the network, are removed when this value is dropped
 /// (also when the test panics).
+///
+/// Each member keeps one address on the network for its life, through kills, restarts and
+/// cuts (as real servers do; ZooKeeper keeps the addresses it resolved for its peers).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -25,10 +28,17 @@ use crate::{docker, image, scaled, HarnessError, ServerMode, ServerOptions, ZkMe
 /// ```
 #[derive(Debug)]
 pub struct ZkEnsemble {
-    // Dropped in order: each container is removed, and the network (owned by testcontainers,
-    // shared by the containers) goes when the last container has been removed.
+    // Removed in order (see `Drop`): each container, then the network.
     members: Vec<ZkMember>,
     network: String,
+}
+
+impl Drop for ZkEnsemble {
+    fn drop(&mut self) {
+        // Each member's container is removed as it drops; a network in use cannot be.
+        self.members.clear();
+        network::remove_blocking(std::mem::take(&mut self.network));
+    }
 }
 
 impl ZkEnsemble {
@@ -75,20 +85,25 @@ impl ZkEnsemble {
             .map(|(i, name)| format!("server.{}={name}:2888:3888;2181", i + 1))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut members = Vec::with_capacity(n);
+        network::create(&network).await?;
+        // From here on, dropping the ensemble removes the network.
+        let mut ensemble = ZkEnsemble {
+            members: Vec::with_capacity(n),
+            network,
+        };
         for (i, name) in names.into_iter().enumerate() {
-            members.push(
-                launch(Launch {
-                    opts: &opts,
-                    image: &image,
-                    name,
-                    network: Some(&network),
-                    member: Some((i as u32 + 1, &servers)),
-                })
-                .await?,
-            );
+            let mut member = launch(Launch {
+                opts: &opts,
+                image: &image,
+                name,
+                network: Some(&ensemble.network),
+                member: Some((i as u32 + 1, &servers)),
+            })
+            .await?;
+            // Before the next member starts, so that it cannot take this one's address.
+            member.pin_address().await?;
+            ensemble.members.push(member);
         }
-        let ensemble = ZkEnsemble { members, network };
         let deadline = Instant::now() + scaled(opts.startup_timeout);
         for member in &ensemble.members {
             member

@@ -108,6 +108,7 @@ mod env;
 mod error;
 mod image;
 mod module;
+mod network;
 mod proxy;
 mod server;
 mod session;

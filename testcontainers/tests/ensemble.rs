@@ -188,3 +188,51 @@ async fn the_ensemble_finds_its_leader_and_a_sessions_member_and_restarts_whole(
         zookeeper_client::SessionState::SyncConnected
     );
 }
+
+/// Each member's address on the ensemble's network, as Docker reports it.
+async fn addresses(ensemble: &ZkEnsemble) -> Vec<String> {
+    let docker = testcontainers::core::client::docker_client_instance()
+        .await
+        .unwrap();
+    let mut found = Vec::new();
+    for member in ensemble.members() {
+        let inspected = docker
+            .inspect_container(member.container_id(), None)
+            .await
+            .unwrap();
+        let address = inspected
+            .network_settings
+            .and_then(|s| s.networks)
+            .and_then(|mut n| n.remove(ensemble.network_name()))
+            .and_then(|e| e.ip_address)
+            .unwrap_or_default();
+        found.push(address);
+    }
+    found
+}
+
+/// Members keep their addresses when killed and started again in another order (Docker would
+/// hand the first one back the lowest free address, another member's) and when cut off and
+/// reconnected: ZooKeeper keeps the addresses it resolved for its peers, and a member whose
+/// peers dial a stale one stays out of the ensemble.
+#[tokio::test]
+async fn members_keep_their_addresses_through_kills_and_cuts() {
+    if not_run() {
+        return;
+    }
+    let ensemble = ZkEnsemble::start(3).await.unwrap();
+    let before = addresses(&ensemble).await;
+    assert!(before.iter().all(|a| !a.is_empty()), "{before:?}");
+
+    ensemble.member(0).kill().await.unwrap();
+    ensemble.member(1).kill().await.unwrap();
+    ensemble.member(1).start_again().await.unwrap();
+    ensemble.member(0).start_again().await.unwrap();
+    ensemble.member(2).disconnect().await.unwrap();
+    ensemble.member(2).reconnect().await.unwrap();
+    assert_eq!(addresses(&ensemble).await, before);
+    ensemble
+        .wait_for_all_serving(scaled(Duration::from_secs(60)))
+        .await
+        .unwrap();
+}

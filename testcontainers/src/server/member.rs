@@ -12,7 +12,7 @@ use testcontainers::core::{IntoContainerPort, Mount};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
-use crate::{docker, image, scaled, HarnessError};
+use crate::{docker, image, network, scaled, HarnessError};
 
 use super::mode::four_letter_at;
 use super::options::{environment, DATA_DIRS, SECURE_CLIENT_PORT};
@@ -49,6 +49,8 @@ pub struct ZkServer {
     host_port: u16,
     secure_host_port: Option<u16>,
     network: String,
+    /// The fixed address of an ensemble's member on its network (`network.rs`).
+    address: Option<String>,
     server_id: Option<u32>,
     startup_timeout: Duration,
 }
@@ -152,6 +154,7 @@ pub(crate) async fn launch(l: Launch<'_>) -> Result<ZkServer, HarnessError> {
                     host_port: port,
                     secure_host_port: secure_port,
                     network: l.network.unwrap_or(DEFAULT_NETWORK).to_owned(),
+                    address: None,
                     server_id: l.member.map(|(id, _)| id),
                     startup_timeout: l.opts.startup_timeout,
                 });
@@ -442,13 +445,20 @@ impl ZkServer {
         let docker = docker::client().await?;
         let request = NetworkConnectRequest {
             container: self.container.id().to_owned(),
-            endpoint_config: None,
+            // An ensemble's member comes back at its own address (see `network.rs`).
+            endpoint_config: self.address.as_deref().map(network::at),
         };
         docker
             .connect_network(&self.network, request)
             .await
             .map_err(|e| self.error(&format!("connecting to {}", self.network), e))?;
         self.wait_until_up(scaled(self.startup_timeout)).await
+    }
+
+    /// Fixes the member's address on its network to the one it has now (`network.rs`).
+    pub(crate) async fn pin_address(&mut self) -> Result<(), HarnessError> {
+        self.address = Some(network::pin(self.container.id(), &self.network).await?);
+        Ok(())
     }
 
     /// Sends a four-letter-word command (`srvr`, `mntr`, `ruok`, `stat`, `cons`...) through
