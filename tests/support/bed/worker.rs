@@ -428,15 +428,30 @@ pub async fn run_child_worker(spec: &str) {
         panic!("bad {CHILD_WORKER_VAR}={spec:?}");
     };
     let timeout = Duration::from_millis(ms.parse().unwrap());
-    let session = Session::connect(options(connect, timeout, LossPolicy::Expiry))
-        .await
-        .unwrap();
-    let (stop_tx, stop) = watch::channel(false);
+    let (stop_tx, mut stop) = watch::channel(false);
     tokio::spawn(async move {
         let mut stdin = tokio::io::stdin();
         let _ = tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await;
         stop_tx.send_replace(true);
     });
+    // No member may serve for a while (an election after a leader's kill, under load, took
+    // over the connection timeout): try again until told to stop.
+    let session = loop {
+        let connecting = Session::connect(options(connect, timeout, LossPolicy::Expiry));
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => {
+                println!("EXITING");
+                return;
+            }
+            connected = connecting => match connected {
+                Ok(session) => break session,
+                Err(err) => {
+                    eprintln!("{name}: no session yet ({err}); trying again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            },
+        }
+    };
     work(Worker {
         name: name.to_owned(),
         session,
