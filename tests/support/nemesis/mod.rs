@@ -70,8 +70,8 @@ pub async fn run(targets: Targets, steps: &[Step], until: Instant) -> Vec<Inject
     // Two members at most (three of five keep a quorum); one frozen process at a time.
     let members = Arc::new(Semaphore::new(2));
     let processes = Arc::new(Semaphore::new(1));
-    // One member cut off at a time: two cut off together and reconnected did not follow again
-    // within 480 s, twice in two 10-minute runs (both times two cuts overlapped).
+    // One member cut off at a time (a partition of one server from the rest; two at once and
+    // the other three may lose their quorum to a kill).
     let cuts = Arc::new(Semaphore::new(1));
     let mut tasks = JoinSet::new();
     let mut failed = None;

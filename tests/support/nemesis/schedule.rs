@@ -135,11 +135,8 @@ pub struct Shape {
     pub locks: usize,
     pub contenders: usize,
     pub proxies: usize,
-    /// Whether members are cut off the network. Off by default (`ZK_SOAK_CUTS=1` turns it
-    /// on): in CI runs a member of the five cut off and reconnected twice failed to serve
-    /// again within 480 s, so a soak with cuts fails on the harness, not on the recipes.
-    /// Each draw of a cut becomes a freeze of the holder's server instead. (The fixed
-    /// cut-off scenario of `ensemble_faults.rs`, on three members, is unaffected.)
+    /// Whether members are cut off the network (on unless `ZK_SOAK_CUTS=0`). Without, each
+    /// draw of a cut becomes a freeze of the holder's server.
     pub cuts: bool,
 }
 
