@@ -292,6 +292,77 @@ async fn a_mutex_root_where_a_key_should_be_is_refused() {
 }
 
 /// A try on a held key answers `None` at once and leaves no node.
+/// A key no one holds is taken in one burst (its directory and node made in one transaction,
+/// the children listed): no second request. A key with a holder is still queued behind it. Counts the library's events, so it runs on a
+/// runtime of its own (`support::counting_events`).
+#[test]
+fn a_free_key_is_taken_in_one_burst_and_a_held_one_still_queues() {
+    support::counting_events(a_free_key_is_taken_in_one_burst_body());
+}
+
+async fn a_free_key_is_taken_in_one_burst_body() {
+    let zk = Zk::start("keyed-burst").await;
+    let counter = support::events();
+    let (a, b) = (zk.session().await, zk.session().await);
+    let space_a = ZkLockSpace::new(&a, "/locks/burst").unwrap();
+    let space_b = ZkLockSpace::new(&b, "/locks/burst").unwrap();
+    let asked = [
+        "listed",
+        "the transaction's create came without its stat; reading it",
+        "watching",
+    ];
+    let before: Vec<usize> = asked.iter().map(|e| counter.get(e)).collect();
+    let mut guards = Vec::new();
+    for i in 0..20 {
+        guards.push(space_a.lock(&format!("order-{i}")).await.unwrap());
+    }
+    let after: Vec<usize> = asked.iter().map(|e| counter.get(e)).collect();
+    let n: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    println!("20 free keys: {n:?} of {asked:?}");
+    assert_eq!(n[0], 20, "one listing per key, in its burst");
+    assert_eq!(n[1], 0, "stats read after the transaction");
+    assert_eq!(n[2], 0, "watches for free keys");
+    // Each token is its node's creation zxid, however the server answered the transaction.
+    let raw = zk.raw().await;
+    for (i, guard) in guards.iter().enumerate() {
+        let dir = format!("/locks/burst/order-{i}");
+        let children = raw.list_children(&dir).await.unwrap();
+        let [node] = &children[..] else {
+            panic!("{dir}: {children:?}");
+        };
+        let stat = raw
+            .check_stat(&format!("{dir}/{node}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            guard.token(),
+            FencingToken::new(stat.czxid as u64),
+            "{dir}/{node}"
+        );
+    }
+
+    // Held: the other session's contender waits behind the holder, and gets it on release.
+    let waiting = tokio::spawn(async move {
+        let guard = space_b.lock("order-0").await.unwrap();
+        let token = guard.token();
+        guard.release().await.unwrap();
+        token
+    });
+    support::wait_children(&raw, "/locks/burst/order-0", 2).await;
+    assert!(!waiting.is_finished());
+    let held = guards.remove(0);
+    let first = held.token();
+    held.release().await.unwrap();
+    let second = within("the waiter's grant", 30, waiting).await.unwrap();
+    assert!(second > first, "{second:?} after {first:?}");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    a.close().await;
+    b.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_on_a_held_key_says_none_and_leaves_no_node() {
     let zk = Zk::start("keyed-try").await;

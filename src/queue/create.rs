@@ -251,20 +251,29 @@ impl CreateTask {
             };
             drop(client);
             match made {
-                Made::Node(mut stat, path) => {
+                Made::Node(stat, path) => {
                     let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
-                    if stat.is_invalid() {
+                    let czxid = match (&listed, stat.is_invalid()) {
+                        (_, false) => {
+                            self.check_owner(&node.path, &stat)?;
+                            stat.czxid
+                        }
                         // A server that answers a create inside a transaction without the
-                        // node's stat (ZOOKEEPER-4026): read it.
-                        stat = self.stat_of(&node.path).await?;
-                    }
-                    // A grant stands for the session it was made on, and only that one.
-                    if stat.ephemeral_owner != self.epoch.id() {
-                        return Err(Error::unexpected(format!(
-                            "{} is owned by session {:#x}, not ours",
-                            node.path, stat.ephemeral_owner
-                        )));
-                    }
+                        // node's stat (ZOOKEEPER-4026, 3.8.0 does): the node was made in one
+                        // transaction with its directory, so both carry that transaction's
+                        // zxid, and the directory, which cannot be reaped while our node is
+                        // in it, is the listing's parent. No read needed.
+                        (Ok((_, parent)), true) => {
+                            debug!("the transaction's create came without its stat; its directory's zxid is the node's");
+                            parent.czxid
+                        }
+                        (Err(_), true) => {
+                            debug!("the transaction's create came without its stat; reading it");
+                            let stat = self.stat_of(&node.path).await?;
+                            self.check_owner(&node.path, &stat)?;
+                            stat.czxid
+                        }
+                    };
                     let name = node.path[root.len() + 1..].to_owned();
                     let contender = Contender::parse(&name, &names)
                         .ok_or_else(|| Error::unexpected(format!("unparsable node name {name}")))?;
@@ -276,7 +285,7 @@ impl CreateTask {
                         // The listing shares the create's fate only on a broken connection.
                         Err(_) => self.look_again().await?,
                     };
-                    return Ok((node, contender, stat.czxid, listing));
+                    return Ok((node, contender, czxid, listing));
                 }
                 // A keyed lock's directory that someone else made: create in it.
                 Made::Dir(zk::Error::NodeExists) => {
@@ -387,6 +396,17 @@ impl CreateTask {
                 Err(zk::MultiWriteError::RequestFailed { source }) => Made::Failed(source),
             }
         }))
+    }
+
+    /// A grant stands for the session it was made on, and only that one.
+    fn check_owner(&self, path: &str, stat: &zk::Stat) -> Result<()> {
+        if stat.ephemeral_owner != self.epoch.id() {
+            return Err(Error::unexpected(format!(
+                "{path} is owned by session {:#x}, not ours",
+                stat.ephemeral_owner
+            )));
+        }
+        Ok(())
     }
 
     /// The stat of our node at `path`.
