@@ -7,50 +7,13 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::sockets::{connections_to, nodelay_of_connections_to};
 use support::{within, Zk};
 use zk_recipes::{Session, SessionOptions, SessionState};
 use zk_testcontainers::{expire_session, scaled, FaultProxy};
-
-/// `TCP_NODELAY` of each of this process's TCP connections to `server`.
-fn nodelay_of_connections_to(server: SocketAddr) -> Vec<bool> {
-    let mut found: Vec<bool> = connections_to(server)
-        .into_iter()
-        .map(|(_, on)| on)
-        .collect();
-    found.sort();
-    found
-}
-
-/// This process's TCP connections to `server`: each one's local address and `TCP_NODELAY`.
-fn connections_to(server: SocketAddr) -> Vec<(SocketAddr, bool)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
-        let Ok(fd) = entry
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .parse::<RawFd>()
-        else {
-            continue;
-        };
-        // SAFETY: only inspected right away; a descriptor closed meanwhile makes the calls fail.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let socket = socket2::SockRef::from(&fd);
-        let peer = socket.peer_addr().ok().and_then(|a| a.as_socket());
-        // (A descriptor closed in between fails here: it is no connection any more.)
-        let local = socket.local_addr().ok().and_then(|a| a.as_socket());
-        if let (Some(true), Some(local), Ok(on)) =
-            (peer.map(|p| p == server), local, socket.tcp_nodelay())
-        {
-            found.push((local, on));
-        }
-    }
-    found
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sessions_connections_get_tcp_nodelay_and_no_one_elses_do() {

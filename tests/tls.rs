@@ -9,9 +9,9 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::os::fd::{BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
+use support::sockets::nodelay_of_connections_to;
 use support::within;
 use zk_recipes::{Error, LeaderElection, Session, SessionOptions, TlsConfig, ZkMutex};
 use zk_testcontainers::{scaled, ServerOptions, ServerTls, TestCa, TestCert, ZkServer};
@@ -46,29 +46,6 @@ fn trusting(ca: &TestCa, client: &TestCert) -> TlsConfig {
         .unwrap()
         .with_client_cert(&client.cert_pem, &client.key_pem)
         .unwrap()
-}
-
-/// `TCP_NODELAY` of each of this process's TCP connections to `server`.
-fn nodelay_of_connections_to(server: SocketAddr) -> Vec<bool> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
-        let Ok(fd) = entry
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .parse::<RawFd>()
-        else {
-            continue;
-        };
-        // SAFETY: only inspected right away; a descriptor closed meanwhile makes the calls fail.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let socket = socket2::SockRef::from(&fd);
-        let peer = socket.peer_addr().ok().and_then(|a| a.as_socket());
-        if let (Some(true), Ok(on)) = (peer.map(|p| p == server), socket.tcp_nodelay()) {
-            found.push(on);
-        }
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@ use zk_testcontainers::{chroot, scaled, test_server, TestZk};
 pub mod bed;
 pub mod history;
 pub mod nemesis;
+pub mod sockets;
 
 /// A ZooKeeper for one test and a chroot of its own on it.
 pub struct Zk {
