@@ -66,7 +66,7 @@ async fn the_leader_killed_while_locks_are_held() {
     for _ in 0..rounds() {
         bed.wait_writes(Instant::now(), 10, 60).await;
         bed.wait_contended(0, 2).await;
-        let leader = ensemble.leader().await.unwrap();
+        let leader = ensemble.leader_index().await.unwrap();
         let killed_at = Instant::now();
         ensemble.member(leader).kill().await.unwrap();
         ensemble

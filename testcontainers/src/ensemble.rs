@@ -21,8 +21,7 @@ use crate::{docker, image, network, scaled, HarnessError, ServerMode, ServerOpti
 /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
 /// let ensemble = ZkEnsemble::start(3).await?;
 /// let client = zookeeper_client::Client::connect(&ensemble.connect_string()).await.unwrap();
-/// let leader = ensemble.leader().await?;
-/// ensemble.member(leader).kill().await?;
+/// ensemble.leader().await?.kill().await?;
 /// ensemble.wait_for_quorum(scaled(Duration::from_secs(30))).await?; // a new leader
 /// # Ok(()) }
 /// ```
@@ -219,19 +218,33 @@ impl ZkEnsemble {
         futures::future::join_all(self.members.iter().map(|m| m.mode_within(limit))).await
     }
 
-    /// Index of the current leader: the one member whose `srvr` says `Mode: leader`. Asks
-    /// once, without waiting; fails with [`HarnessError::Quorum`] if no member, or more than
-    /// one, claims to lead (e.g. during an election: see
-    /// [`wait_for_quorum`](Self::wait_for_quorum)).
+    /// The member that leads now: the one whose `srvr` says `Mode: leader`. Asks once,
+    /// without waiting; fails with [`HarnessError::Quorum`] if no member, or more than one,
+    /// claims to lead (e.g. during an election: see [`wait_for_quorum`](Self::wait_for_quorum)).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
     /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
     /// let leader = ensemble.leader().await?;
-    /// println!("leader: server id {:?}", ensemble.member(leader).server_id());
+    /// println!("leader: server id {:?}", leader.server_id());
+    /// leader.kill().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn leader(&self) -> Result<usize, HarnessError> {
+    pub async fn leader(&self) -> Result<&ZkMember, HarnessError> {
+        Ok(&self.members[self.leader_index().await?])
+    }
+
+    /// The index of the member that leads (for [`member`](Self::member)), as
+    /// [`leader`](Self::leader) finds it.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
+    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
+    /// let i = ensemble.leader_index().await?;
+    /// ensemble.member((i + 1) % ensemble.len()).kill().await?; // a follower
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader_index(&self) -> Result<usize, HarnessError> {
         let modes = self.modes().await;
         let leaders: Vec<usize> = leaders(&modes);
         match leaders.as_slice() {
@@ -245,18 +258,6 @@ impl ZkEnsemble {
                 self.describe(&modes)
             ))),
         }
-    }
-
-    /// The member that leads, as [`leader`](Self::leader) finds it.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
-    /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
-    /// ensemble.leader_member().await?.kill().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn leader_member(&self) -> Result<&ZkMember, HarnessError> {
-        Ok(&self.members[self.leader().await?])
     }
 
     /// The member a client session (by ZooKeeper's session id) is connected to, from each

@@ -1,13 +1,12 @@
-//! Real ZooKeeper servers and ensembles in Docker, for tests, with fault injection.
+#![doc = include_str!("../README.md")]
 //!
-//! The harness of zk-recipes' integration tests, usable by anyone testing ZooKeeper code.
-//! It runs real ZooKeeper servers (3.8 or 3.9, built locally from Debian's packages, or the
-//! official `zookeeper` image), not a fake, and lets a test break them in the ways production
-//! breaks: kill, graceful stop and restart, freeze (`docker pause`), network cuts, session
-//! expiry. The containers are configured through the official image's variables (`ZOO_*`,
-//! `JVMFLAGS`, `/data`, `/datalog`), which the local images speak too.
+//! # More
 //!
-//! # A server per test
+//! The harness of zk-recipes' integration tests. The containers are configured through the
+//! official image's variables (`ZOO_*`, `JVMFLAGS`, `/data`, `/datalog`), which the local
+//! images speak too.
+//!
+//! ## A server per test
 //!
 //! ```no_run
 //! use zk_testcontainers::{chroot, test_server};
@@ -26,13 +25,13 @@
 //! }
 //! ```
 //!
-//! # With the testcontainers API
+//! ## With the testcontainers API
 //!
 //! [`ZooKeeper`] implements `testcontainers`' `Image`, so a test can start a server the usual
 //! way (`ZooKeeper::default().start().await`) and still use [`expire_session`] and
 //! [`FaultProxy`] on it.
 //!
-//! # Faults
+//! ## Faults
 //!
 //! A [`ZkServer`], standalone or a member of a [`ZkEnsemble`] (one type for both; [`ZkMember`]
 //! is another name for it), offers [`stop`](ZkServer::stop) /
@@ -50,13 +49,12 @@
 //!
 //! # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
 //! let ensemble = ZkEnsemble::start(3).await?;
-//! let leader = ensemble.leader().await?;
-//! ensemble.member(leader).kill().await?;
+//! ensemble.leader().await?.kill().await?;
 //! ensemble.wait_for_quorum(scaled(Duration::from_secs(30))).await?;
 //! # Ok(()) }
 //! ```
 //!
-//! # TLS and SASL
+//! ## TLS and SASL
 //!
 //! [`ServerOptions::with_tls`] adds a TLS client port (`secureClientPort`, served by Netty,
 //! with a PEM key store and trust store copied into `/conf/tls`) beside the plain one;
@@ -79,7 +77,7 @@
 //! # let _ = tls; Ok(()) }
 //! ```
 //!
-//! # Environment
+//! ## Environment
 //!
 //! | variable | effect |
 //! |---|---|
@@ -88,7 +86,7 @@
 //! | `ZK_VERSION` | `3.8` (default) or `3.9`: which local image to build and run when `ZK_IMAGE` is unset |
 //! | `ZK_TEST_TIMEOUT_SCALE` | multiplies every timeout ([`scaled`]), e.g. `3` on a slow CI machine |
 //!
-//! # Docker
+//! ## Docker
 //!
 //! Containers are created through `testcontainers` (the harness's own `bollard` calls go
 //! through the same client) on the local Docker Engine. Images are never pulled when present;

@@ -27,7 +27,7 @@ async fn ensemble_fails_over_on_leader_loss_and_stops_writes_without_quorum() {
     let count = |m: ServerMode| modes.iter().filter(|x| **x == m).count();
     assert_eq!(count(ServerMode::Leader), 1, "modes: {modes:?}");
     assert_eq!(count(ServerMode::Follower), 2, "modes: {modes:?}");
-    let old_leader = ensemble.leader().await.unwrap();
+    let old_leader = ensemble.leader_index().await.unwrap();
     assert_eq!(modes[old_leader], ServerMode::Leader);
 
     let client = connect(&ensemble.connect_string(), Duration::from_secs(20)).await;
@@ -39,7 +39,7 @@ async fn ensemble_fails_over_on_leader_loss_and_stops_writes_without_quorum() {
         .wait_for_quorum(scaled(Duration::from_secs(30)))
         .await
         .unwrap();
-    let new_leader = ensemble.leader().await.unwrap();
+    let new_leader = ensemble.leader_index().await.unwrap();
     assert_ne!(new_leader, old_leader);
     eventually(
         "a write after failover",
@@ -101,7 +101,7 @@ async fn disconnected_member_rejoins_the_ensemble() {
         return;
     }
     let ensemble = ZkEnsemble::start(3).await.unwrap();
-    let leader = ensemble.leader().await.unwrap();
+    let leader = ensemble.leader_index().await.unwrap();
     let member = ensemble.member(leader);
     let port = member.host_port();
 
@@ -148,7 +148,7 @@ async fn the_ensemble_finds_its_leader_and_a_sessions_member_and_restarts_whole(
         return;
     }
     let ensemble = ZkEnsemble::start(3).await.unwrap();
-    let leader = ensemble.leader_member().await.unwrap();
+    let leader = ensemble.leader().await.unwrap();
     assert_eq!(leader.mode().await.unwrap(), ServerMode::Leader);
 
     // A client of member 1 alone: the ensemble finds it there.

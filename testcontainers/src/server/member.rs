@@ -326,8 +326,7 @@ impl ZkServer {
     /// ```no_run
     /// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
     /// let ensemble = zk_testcontainers::ZkEnsemble::start(3).await?;
-    /// let leader = ensemble.leader().await?;
-    /// ensemble.member(leader).kill().await?;
+    /// ensemble.leader().await?.kill().await?;
     /// # Ok(()) }
     /// ```
     pub async fn kill(&self) -> Result<(), HarnessError> {

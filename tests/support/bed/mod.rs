@@ -268,7 +268,7 @@ impl<'e> Bed<'e> {
         timeout: Duration,
         policy: LossPolicy,
     ) -> (usize, String, Grant) {
-        let leader = self.ensemble.leader().await.unwrap();
+        let leader = self.ensemble.leader_index().await.unwrap();
         let member = (leader + 1 + round % 2) % 3;
         let others: Vec<usize> = (0..3).filter(|i| *i != member).collect();
         let (alone, rest) = (self.only(&[member]), self.only(&others));

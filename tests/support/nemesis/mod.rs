@@ -382,13 +382,13 @@ impl Shared {
     /// The leader now (waiting for one if an election is on).
     async fn leader_now(&self) -> Option<usize> {
         let e = &self.targets.ensemble;
-        if let Ok(leader) = e.leader().await {
+        if let Ok(leader) = e.leader_index().await {
             return Some(leader);
         }
         e.wait_for_quorum(scaled(Duration::from_secs(60)))
             .await
             .ok()?;
-        e.leader().await.ok()
+        e.leader_index().await.ok()
     }
 
     /// The leader, marked hit; a follower if the leader is hit already (a race).
