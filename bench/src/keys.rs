@@ -37,7 +37,26 @@ pub struct FreshFigures {
     /// The server's log syncs and writes during each pass, when it reports them.
     pub fresh_log: Option<(u64, u64)>,
     pub relock_log: Option<(u64, u64)>,
+    /// A third pass over the same keys, each relock beside the requests it is compared with,
+    /// taken in turn on the same connection (so that every ratio compares the same moments).
+    pub side: SideBySide,
     pub error: Option<String>,
+}
+
+/// The side-by-side pass: per key, one `set_data`, one lock + release of the library's single
+/// lock (a `ZkMutex` root, or `Client::lock` on one directory), one raw create and listing
+/// pipelined (then its delete), and the key's relock + release, all on one connection.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SideBySide {
+    /// One write round trip.
+    pub write: Latency,
+    /// The library's uncontended single lock's acquire.
+    pub single: Latency,
+    /// A raw create (ephemeral sequential) and a listing of its parent sent back to back, until
+    /// both answered: the least any acquire that lists after its create can take.
+    pub burst: Latency,
+    /// The key's relock acquire.
+    pub relock: Latency,
 }
 
 /// Locks and releases `n` never-seen keys of the space `{dir}/space` one after another on one
@@ -88,6 +107,8 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
     }
     let relock_s = started.elapsed().as_secs_f64();
     let log2 = log_counters(connect).await;
+    let (side, side_age_max) = side_by_side(&conn, &space, &keys, &first, dir).await?;
+    let age_max = age_max.max(side_age_max);
     conn.close().await;
     let per_s = |secs: f64| (secs > 0.0).then(|| n as f64 / secs);
     Ok(FreshFigures {
@@ -99,9 +120,72 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
         relock_age_max_s: age_max as f64 / 1e9,
         fresh_log: log_delta(log0, log1),
         relock_log: log_delta(log1, log2),
+        side,
         error: None,
     })
 }
+
+/// The side-by-side pass (see [`SideBySide`]) over `keys` (first locked at `first`), relocked
+/// once more; with the longest time from a key's first lock to this relock (ns).
+async fn side_by_side(
+    conn: &Conn,
+    space: &Space,
+    keys: &[String],
+    first: &[u64],
+    dir: &str,
+) -> Result<(SideBySide, u64), String> {
+    let raw = conn.raw_client().await?;
+    let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    let (written, burst_dir) = (format!("{dir}/side-written"), format!("{dir}/side-burst"));
+    let single_dir = format!("{dir}/side-single");
+    for path in [&written, &burst_dir, &single_dir] {
+        match raw.create(path, b"", &open).await {
+            Ok(_) | Err(zkc::Error::NodeExists) => {}
+            Err(e) => return Err(format!("create {path}: {e}")),
+        }
+    }
+    let single = conn.locker(&single_dir);
+    let node = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
+    let prefix = format!("{burst_dir}/lock-");
+    let mut side = (vec![], vec![], vec![], vec![]);
+    let mut age_max = 0;
+    for (key, first) in keys.iter().zip(first) {
+        let asked = now_ns();
+        raw.set_data(&written, b"x", None)
+            .await
+            .map_err(|e| format!("set_data: {e}"))?;
+        side.0.push(now_ns() - asked);
+        let asked = now_ns();
+        let held = single.acquire().await?;
+        side.1.push(now_ns() - asked);
+        held.release().await?;
+        let asked = now_ns();
+        let (create, list) = (
+            raw.create(&prefix, OWNER_LIKE, &node),
+            raw.get_children(&burst_dir),
+        );
+        let (created, listed) = (create.await, list.await);
+        side.2.push(now_ns() - asked);
+        let (_, sequence) = created.map_err(|e| format!("create {prefix}: {e}"))?;
+        listed.map_err(|e| format!("get_children {burst_dir}: {e}"))?;
+        raw.delete(&format!("{prefix}{sequence}"), None)
+            .await
+            .map_err(|e| format!("delete: {e}"))?;
+        let (asked, acquire) = cycle(space, key).await?;
+        age_max = age_max.max(asked - first);
+        side.3.push(acquire);
+    }
+    let side = SideBySide {
+        write: Latency::of(side.0),
+        single: Latency::of(side.1),
+        burst: Latency::of(side.2),
+        relock: Latency::of(side.3),
+    };
+    Ok((side, age_max))
+}
+
+/// Data the size of a contender's owner record (`id={uuid}\nowner={label}`).
+const OWNER_LIKE: &[u8] = b"id=0123456789abcdef0123456789abcdef\nowner=bench";
 
 impl FreshFigures {
     /// The server's log syncs and writes per lock + release cycle of a pass.

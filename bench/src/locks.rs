@@ -49,6 +49,18 @@ impl Conn {
         }
     }
 
+    /// This session's own ZooKeeper client (for zk-recipes, the one its recipes send on, with
+    /// its socket options): for raw requests side by side with the locks.
+    pub async fn raw_client(&self) -> Result<zkc::Client, String> {
+        match self {
+            Conn::Ours(session) => session
+                .client()
+                .await
+                .map_err(|e| format!("zk-recipes session's client: {e}")),
+            Conn::ClientLock(client) => Ok(client.clone()),
+        }
+    }
+
     pub async fn close(self) {
         match self {
             Conn::Ours(session) => session.close().await,

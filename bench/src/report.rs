@@ -10,7 +10,7 @@ use crate::curator;
 use crate::diagnostics::{Breakdown, RoundTrips};
 use crate::floor::FloorFigures;
 use crate::handover::HandoverFigures;
-use crate::keys::{remembered, FreshFigures, KeyedOnce, LeftFigures, MemoryFigures};
+use crate::keys::{remembered, FreshFigures, KeyedOnce, LeftFigures, MemoryFigures, SideBySide};
 use crate::rounds::Round;
 use crate::stats::{median, ratio, Spread};
 use crate::throughput::Figures;
@@ -554,12 +554,14 @@ impl Report {
                 |r: &Round| r.fresh(Peer::ZkRecipes).and_then(FRESH_P50.get),
                 write,
             ),
+            // Side by side: the relock and the write taken in turn on one connection, so that
+            // both are of the same moments (the floor's write is of the start of the round).
             self.target(
-                "relocked key acquire p50 vs one write",
+                "relocked key acquire p50 vs one write, side by side",
                 false,
                 1.1,
-                |r: &Round| r.fresh(Peer::ZkRecipes).and_then(RELOCK_P50.get),
-                write,
+                |r: &Round| r.fresh(Peer::ZkRecipes).and_then(|f| f.side.relock.p50),
+                |r: &Round| r.fresh(Peer::ZkRecipes).and_then(|f| f.side.write.p50),
             ),
             self.target(
                 "64 keys x 4: cycles/s vs 64 ZkMutex roots",
@@ -1049,6 +1051,33 @@ impl Report {
                 x(fresh(ours, &RELOCK_P50)),
                 x(fresh(client, &FRESH_P50)),
                 x(fresh(client, &RELOCK_P50)),
+            );
+        }
+        if self.args.runs_workload(Workload::FreshKeys) {
+            // Medians over the rounds of each round's side-by-side ratio.
+            let side = |p: Peer,
+                        num: fn(&SideBySide) -> Option<f64>,
+                        den: fn(&SideBySide) -> Option<f64>| {
+                median(self.rounds.iter().map(|r| {
+                    let f = r.fresh(p)?;
+                    ratio(num(&f.side), den(&f.side))
+                }))
+            };
+            let write = |s: &SideBySide| s.write.p50;
+            let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} ms", v / 1000.0));
+            let _ = writeln!(
+                t,
+                "side by side, in turn on one connection (median of the rounds' ratios): one write \
+                 {} | ZkLockSpace relock {} of the write, {} of ZkMutex's uncontended acquire | \
+                 ZkMutex {} | raw create+list pipelined {} (the least for any acquire that lists \
+                 after its create) | Client::lock relock {}, its single lock {}",
+                ms(median(self.rounds.iter().map(|r| r.fresh(ours).and_then(|f| f.side.write.p50)))),
+                x(side(ours, |s| s.relock.p50, write)),
+                x(side(ours, |s| s.relock.p50, |s| s.single.p50)),
+                x(side(ours, |s| s.single.p50, write)),
+                x(side(ours, |s| s.burst.p50, write)),
+                x(side(client, |s| s.relock.p50, write)),
+                x(side(client, |s| s.single.p50, write)),
             );
         }
         if self.args.runs_workload(Workload::Keys64x4) {
