@@ -55,6 +55,9 @@ pub struct SideBySide {
     /// A raw create (ephemeral sequential) and a listing of its parent sent back to back, until
     /// both answered: the least any acquire that lists after its create can take.
     pub burst: Latency,
+    /// The same two the other way round, the listing first: an acquire that listed before its
+    /// create (ZooKeeper starts a session's write only once its reads ahead are answered).
+    pub list_first: Latency,
     /// The key's relock acquire.
     pub relock: Latency,
 }
@@ -148,6 +151,7 @@ async fn side_by_side(
     let node = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
     let prefix = format!("{burst_dir}/lock-");
     let mut side = (vec![], vec![], vec![], vec![]);
+    let mut list_first = vec![];
     let mut age_max = 0;
     for (key, first) in keys.iter().zip(first) {
         let asked = now_ns();
@@ -171,6 +175,18 @@ async fn side_by_side(
         raw.delete(&format!("{prefix}{sequence}"), None)
             .await
             .map_err(|e| format!("delete: {e}"))?;
+        let asked = now_ns();
+        let (list, create) = (
+            raw.get_children(&burst_dir),
+            raw.create(&prefix, OWNER_LIKE, &node),
+        );
+        let (listed, created) = (list.await, create.await);
+        list_first.push(now_ns() - asked);
+        let (_, sequence) = created.map_err(|e| format!("create {prefix}: {e}"))?;
+        listed.map_err(|e| format!("get_children {burst_dir}: {e}"))?;
+        raw.delete(&format!("{prefix}{sequence}"), None)
+            .await
+            .map_err(|e| format!("delete: {e}"))?;
         let (asked, acquire) = cycle(space, key).await?;
         age_max = age_max.max(asked - first);
         side.3.push(acquire);
@@ -179,6 +195,7 @@ async fn side_by_side(
         write: Latency::of(side.0),
         single: Latency::of(side.1),
         burst: Latency::of(side.2),
+        list_first: Latency::of(list_first),
         relock: Latency::of(side.3),
     };
     Ok((side, age_max))

@@ -1070,12 +1070,13 @@ impl Report {
                 "side by side, in turn on one connection (median of the rounds' ratios): one write \
                  {} | ZkLockSpace relock {} of the write, {} of ZkMutex's uncontended acquire | \
                  ZkMutex {} | raw create+list pipelined {} (the least for any acquire that lists \
-                 after its create) | Client::lock relock {}, its single lock {}",
+                 after its create), list+create {} | Client::lock relock {}, its single lock {}",
                 ms(median(self.rounds.iter().map(|r| r.fresh(ours).and_then(|f| f.side.write.p50)))),
                 x(side(ours, |s| s.relock.p50, write)),
                 x(side(ours, |s| s.relock.p50, |s| s.single.p50)),
                 x(side(ours, |s| s.single.p50, write)),
                 x(side(ours, |s| s.burst.p50, write)),
+                x(side(ours, |s| s.list_first.p50, write)),
                 x(side(client, |s| s.relock.p50, write)),
                 x(side(client, |s| s.single.p50, write)),
             );

@@ -248,6 +248,12 @@ impl Session {
     /// operations the recipes do not cover. Waits (up to the connection timeout) while a new
     /// session is being opened after an expiry.
     ///
+    /// Drop it when done: zookeeper-client ends a ZooKeeper session when its last handle goes,
+    /// so a handle kept past [`close`](Session::close) keeps that session, and its ephemeral
+    /// nodes, alive on the servers (`close` then waits its connection timeout for the end, and
+    /// logs a warning). After an expiry the handle answers `SessionExpired`; ask again for the
+    /// new session's.
+    ///
     /// # Errors
     ///
     /// [`Error::SessionClosed`] after [`close`](Session::close); [`Error::Unreachable`] when no
