@@ -54,8 +54,11 @@
 //!   round), then the same keys again at once, in the same order (a few seconds later: within
 //!   `ZkLockSpace`'s 10 s memory of recent keys and the server's 60 s reaping interval); acquire
 //!   p50/p99 of each pass ("fresh", "relock"), cycles/s, and the server's writes and log syncs
-//!   per cycle. The keys' directories are deleted afterwards, unmeasured, so that the server's
-//!   reaper does not delete them during a later window;
+//!   per cycle; then a side-by-side pass over the same keys (per key, in turn on one
+//!   connection: one `set_data`, the library's uncontended single lock, a raw create + listing
+//!   pipelined both ways round, the key's relock), on which the relock target is judged. The
+//!   keys' directories are deleted afterwards, unmeasured, so that the server's reaper does not
+//!   delete them during a later window;
 //! - 1,000 waiters on one lock, on one session, in a fresh child process each (so one
 //!   workload's freed memory does not flatter the next): RSS delta per waiter
 //!   (`/proc/self/status`) once ZooKeeper reports every waiter's watch (`wchs`), and for
