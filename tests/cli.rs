@@ -11,7 +11,10 @@
 //! - `inspect` on a fixture with every recipe kind, a Curator holder, a persistent squatter, a
 //!   counter near its end and a holder cut off from the server prints each right (JSON);
 //! - `watch` prints again on every change;
-//! - bad input gets a message on stderr and its documented exit code, never a panic or a hang.
+//! - bad input gets a message on stderr and its documented exit code, never a panic or a hang;
+//! - with `tls` and `sasl-digest-md5` too: on a TLS-only server that requires SASL, credentials
+//!   from the environment take a lock, and no CA, a wrong password or a malformed `ZK_DIGEST`
+//!   get their codes.
 //!
 //! Needs `--features cli` (`.ci/test` passes it). The inspect fixture also needs a server of its
 //! own (not `ZK_CONNECT`), `javac` and Debian's ZooKeeper and Curator jars (`.ci/test` installs
@@ -1344,4 +1347,99 @@ async fn bad_input_gets_a_clear_message_and_a_documented_code() {
         assert_eq!(help.code, 0, "{sub}");
         assert!(help.stdout.contains("Examples:"), "{sub}: {}", help.stdout);
     }
+}
+
+/// `zkr` on an ensemble that takes TLS only and requires SASL, its credentials from the
+/// environment: a lock and an inspect work (inspect says it could not ask the TLS port for
+/// sessions); no CA, a wrong password and a malformed `ZK_DIGEST` get their documented codes in
+/// bounded time.
+#[cfg(all(feature = "tls", feature = "sasl-digest-md5"))]
+#[tokio::test]
+async fn tls_and_sasl_credentials_come_from_the_environment() {
+    use zk_testcontainers::{ServerOptions, ServerSasl, ServerTls, TestCa};
+
+    if let Some(reason) = ensemble_unavailable_reason() {
+        println!("not run: {reason}");
+        return;
+    }
+    let ca = TestCa::new("zkr test CA");
+    let cert = ca.server_cert(&["127.0.0.1", "localhost"]);
+    let opts = ServerOptions::default()
+        .with_tls(ServerTls::new(cert.keystore_pem(), ca.cert_pem()))
+        .with_sasl(ServerSasl::digest_md5([("bob", "bob-secret")]).required(true));
+    let server = ZkServer::start_with(opts).await.unwrap();
+    let secure = server.secure_connect_string().unwrap();
+    let dir = std::env::temp_dir().join(format!("zkr-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = ca.client_cert("zkr");
+    let files = [
+        ("ZK_TLS_CA", "ca.pem", ca.cert_pem()),
+        ("ZK_TLS_CERT", "client.pem", client.cert_pem.as_str()),
+        ("ZK_TLS_KEY", "client.key", client.key_pem.as_str()),
+    ]
+    .map(|(var, name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        (var, path)
+    });
+    let with_credentials = |args: &[&str], password: &str| {
+        let mut command = zkr(&secure, args);
+        for (var, path) in &files {
+            command.env(var, path);
+        }
+        command
+            .env("ZK_SASL_USER", "bob")
+            .env("ZK_SASL_PASSWORD", password);
+        command
+    };
+
+    let lock = &[
+        "--connect-timeout",
+        "10s",
+        "lock",
+        "/cli-tls/lock",
+        "--",
+        "sh",
+        "-c",
+        "echo token=$ZK_LOCK_TOKEN",
+    ];
+    let ran = run(with_credentials(lock, "bob-secret"), 60).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stdout.contains("token="), "{}", ran.stdout);
+
+    let inspect = &["inspect", "/cli-tls", "--json"];
+    let ran = run(with_credentials(inspect, "bob-secret"), 60).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(report["sessions_checked"], false, "{report}");
+    assert!(
+        ran.stdout.contains("TLS server(s) not asked"),
+        "{}",
+        ran.stdout
+    );
+
+    let started = Instant::now();
+    let ran = run(with_credentials(lock, "wrong"), 60).await;
+    assert_eq!(ran.code, 70, "a wrong SASL password: {}", ran.stderr);
+    assert!(ran.stderr.contains("SASL"), "{}", ran.stderr);
+
+    // Plain text to the TLS port: no session.
+    let mut plain = zkr(&secure, &["--connect-timeout", "3s", "inspect", "/"]);
+    plain
+        .env("ZK_SASL_USER", "bob")
+        .env("ZK_SASL_PASSWORD", "bob-secret");
+    let ran = run(plain, 60).await;
+    assert_eq!(ran.code, 69, "no CA: {}", ran.stderr);
+
+    let mut digest = zkr(&secure, &["inspect", "/"]);
+    digest.env("ZK_DIGEST", "no-colon");
+    let ran = run(digest, 30).await;
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("USER:PASSWORD"), "{}", ran.stderr);
+    assert!(
+        started.elapsed() < scaled(Duration::from_secs(60)),
+        "the refusals took {:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

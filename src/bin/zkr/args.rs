@@ -16,7 +16,12 @@ ZooKeeper locks and elections from the shell, and who holds, who waits.
 that is lost; `zkr inspect` and `zkr watch` show every lock queue under a path: holders, then
 waiters in queue order, with tokens, sessions, ages and owners, and what an operator must fix.
 
-The ensemble comes from --connect or ZK_CONNECT (host:port[,host:port...][/chroot]).";
+The ensemble comes from --connect or ZK_CONNECT (host:port[,host:port...][/chroot]).
+Credentials come from the environment rather than the command line, where other users'
+`ps` would show them: ZK_DIGEST (user:password, ZooKeeper's digest scheme) and, in a zkr
+built with those features, ZK_TLS_CA, ZK_TLS_CERT, ZK_TLS_KEY (PEM files; every host is
+then TLS unless written tcp://host:port) and ZK_SASL_USER with ZK_SASL_PASSWORD
+(DIGEST-MD5).";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -107,6 +112,60 @@ pub struct ZkArgs {
     /// Log the library's events on stderr (-v: info, -vv: debug)
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Authenticate with ZooKeeper's digest scheme (prefer the environment variable)
+    #[arg(
+        long,
+        global = true,
+        env = "ZK_DIGEST",
+        hide_env_values = true,
+        value_name = "USER:PASSWORD"
+    )]
+    pub digest: Option<String>,
+    /// Connect by TLS, trusting the CA certificates of this PEM file
+    #[cfg(feature = "tls")]
+    #[arg(long, global = true, env = "ZK_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// With --tls-ca: present this client certificate (PEM; needs --tls-key)
+    #[cfg(feature = "tls")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZK_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// With --tls-cert: its private key (PEM, unencrypted)
+    #[cfg(feature = "tls")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZK_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Authenticate by SASL DIGEST-MD5 as this user (password: ZK_SASL_PASSWORD)
+    #[cfg(feature = "sasl-digest-md5")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZK_SASL_USER",
+        value_name = "USER",
+        requires = "sasl_password"
+    )]
+    pub sasl_user: Option<String>,
+    /// The SASL user's password (prefer the environment variable)
+    #[cfg(feature = "sasl-digest-md5")]
+    #[arg(
+        long,
+        global = true,
+        env = "ZK_SASL_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD",
+        requires = "sasl_user"
+    )]
+    pub sasl_password: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -28,17 +28,87 @@ pub async fn session(zk: &ZkArgs, policy: Policy, owner: Option<&str>) -> Result
     if let Some(owner) = owner {
         options = options.owner(owner);
     }
+    options = credentials(zk, options)?;
     Session::connect(options).await.map_err(Failure::from)
 }
 
-/// The servers of a connect string (`host:port`, chroot dropped; port 2181 when missing), for
-/// the four-letter words.
-pub fn servers(connect: &str) -> Vec<String> {
-    let hosts = connect.split('/').next().unwrap_or_default();
+/// The digest, TLS and SASL settings of the common options.
+fn credentials(zk: &ZkArgs, mut options: SessionOptions) -> Result<SessionOptions, Failure> {
+    if let Some(digest) = &zk.digest {
+        let Some((user, password)) = digest.split_once(':').filter(|(u, _)| !u.is_empty()) else {
+            return Err(Failure::new(
+                exit::USAGE,
+                "--digest (ZK_DIGEST) is USER:PASSWORD",
+            ));
+        };
+        options = options.digest_auth(user, password);
+    }
+    #[cfg(feature = "tls")]
+    if let Some(ca) = &zk.tls_ca {
+        let mut tls = zk_recipes::TlsConfig::from_ca_file(ca).map_err(Failure::from)?;
+        if let (Some(cert), Some(key)) = (&zk.tls_cert, &zk.tls_key) {
+            tls = tls
+                .with_client_cert_files(cert, key)
+                .map_err(Failure::from)?;
+        }
+        options = options.tls(tls);
+    } else if zk.tls_cert.is_some() {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--tls-cert needs --tls-ca (ZK_TLS_CA): the CA that signed the servers' certificates",
+        ));
+    }
+    #[cfg(feature = "sasl-digest-md5")]
+    if let (Some(user), Some(password)) = (&zk.sasl_user, &zk.sasl_password) {
+        options = options.sasl_digest_md5(user, password);
+    }
+    Ok(options)
+}
+
+/// Whether the common options ask for TLS (then every host not written `tcp://` is a TLS port,
+/// where the four-letter words in plain text get no answer).
+pub fn tls(zk: &ZkArgs) -> bool {
+    #[cfg(feature = "tls")]
+    return zk.tls_ca.is_some();
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = zk;
+        false
+    }
+}
+
+/// The servers of a connect string that speak plain text (`host:port`, chroot dropped; port
+/// 2181 when missing), for the four-letter words, and how many were left out as TLS ports:
+/// with `tls`, every host not written `tcp://host:port`, and any written `tcp+tls://`.
+pub fn servers(connect: &str, tls: bool) -> (Vec<String>, usize) {
+    let mut left_out = 0;
+    let mut plain = Vec::new();
+    for host in connect.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let (secure, host) = if let Some(rest) = host.strip_prefix("tcp+tls://") {
+            (true, rest)
+        } else if let Some(rest) = host.strip_prefix("tcp://") {
+            (false, rest)
+        } else {
+            (tls, host)
+        };
+        // A chroot follows the last host.
+        let host = host.split('/').next().unwrap_or_default();
+        if host.is_empty() {
+            continue;
+        }
+        if secure {
+            left_out += 1;
+        } else {
+            plain.push(host);
+        }
+    }
+    (with_ports(plain), left_out)
+}
+
+/// `host:port`, with 2181 where the port is missing.
+fn with_ports(hosts: Vec<&str>) -> Vec<String> {
     hosts
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
+        .into_iter()
         .map(|h| {
             let has_port = match h.rfind(':') {
                 // `[::1]:2181` or `host:2181`; a bare IPv6 address has colons but no port.
@@ -71,13 +141,27 @@ mod tests {
 
     #[test]
     fn servers_of_a_connect_string() {
-        assert_eq!(servers("zk1:2181,zk2:2182/app/x"), ["zk1:2181", "zk2:2182"]);
-        assert_eq!(servers("zk1"), ["zk1:2181"]);
+        let plain = |c: &str| servers(c, false).0;
+        assert_eq!(plain("zk1:2181,zk2:2182/app/x"), ["zk1:2181", "zk2:2182"]);
+        assert_eq!(plain("zk1"), ["zk1:2181"]);
         assert_eq!(
-            servers("[::1]:2181, 127.0.0.1"),
+            plain("[::1]:2181, 127.0.0.1"),
             ["[::1]:2181", "127.0.0.1:2181"]
         );
-        assert!(servers("/chroot").is_empty());
+        assert!(plain("/chroot").is_empty());
         assert!(default_label().contains('/'));
+    }
+
+    #[test]
+    fn tls_hosts_are_left_out_of_the_four_letter_words() {
+        assert_eq!(servers("zk1:2281,zk2:2281/app", true), (vec![], 2));
+        assert_eq!(
+            servers("tcp://zk1:2181,zk2:2281", true),
+            (vec!["zk1:2181".to_owned()], 1)
+        );
+        assert_eq!(
+            servers("tcp+tls://zk1:2281,tcp://zk2:2181/app", false),
+            (vec!["zk2:2181".to_owned()], 1)
+        );
     }
 }

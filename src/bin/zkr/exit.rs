@@ -29,10 +29,13 @@ Exit codes:
   0-255  lock, elect: CMD's own exit code (CMD ran holding the lock, or leading)
   128+N  CMD was killed by signal N (130 = SIGINT, 143 = SIGTERM), or zkr got signal N
          while waiting, before CMD started
-  2      usage: bad arguments, no CMD, a malformed path or key, no ensemble given
+  2      usage: bad arguments, no CMD, a malformed path or key, no ensemble given, an
+         unreadable or invalid TLS file
   66     inspect, watch: PATH does not exist
-  69     ZooKeeper unreachable: no session within --connect-timeout
-  70     another ZooKeeper error (no permission, an unsuitable root, a used-up counter)
+  69     ZooKeeper unreachable: no session within --connect-timeout, or the TLS handshake
+         failed (an untrusted server, a refused client certificate)
+  70     another ZooKeeper error (no permission, authentication refused, an unsuitable root,
+         a used-up counter)
   75     --try: the lock is busy, or someone else leads
   124    --timeout elapsed before the lock was granted
   125    the lock (or leadership) was lost while CMD ran: CMD's process group got SIGTERM,
@@ -70,10 +73,15 @@ pub fn code_of(err: &zk_recipes::Error) -> i32 {
         | E::InvalidKey { .. }
         | E::InvalidConnectString { .. }
         | E::InvalidPermits { .. }
+        | E::InvalidTls { .. }
         | E::TooLarge { .. } => USAGE,
-        E::Unreachable { .. } | E::ConnectionLost | E::SessionExpired | E::SessionClosed => {
-            UNREACHABLE
-        }
+        E::Unreachable { .. }
+        | E::ConnectionLost
+        | E::SessionExpired
+        | E::SessionClosed
+        | E::TlsUntrustedServer { .. }
+        | E::TlsClientCertRefused { .. }
+        | E::TlsHandshake { .. } => UNREACHABLE,
         _ => ZOOKEEPER,
     }
 }

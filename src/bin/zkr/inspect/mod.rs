@@ -107,7 +107,15 @@ pub async fn report(
         model::Sessions::default()
     } else {
         let connect = connect::connect_string(zk)?;
-        let asked = sessions::ask(&connect::servers(&connect)).await;
+        let (servers, tls) = connect::servers(&connect, connect::tls(zk));
+        if tls > 0 {
+            notes.push(format!(
+                "{tls} TLS server(s) not asked for their sessions (four-letter words are plain \
+                 text): sessions not fully checked"
+            ));
+        }
+        let mut asked = sessions::ask(&servers).await;
+        asked.sessions.all_answered &= tls == 0;
         notes.extend(asked.notes);
         asked.sessions
     };
