@@ -12,6 +12,7 @@
 //!   counter near its end and a holder cut off from the server prints each right (JSON);
 //! - `watch` prints again on every change;
 //! - bad input gets a message on stderr and its documented exit code, never a panic or a hang;
+//! - `ZK_DIGEST` authenticates the session (a queue only its digest user may read);
 //! - with `tls` and `sasl-digest-md5` too: on a TLS-only server that requires SASL, credentials
 //!   from the environment take a lock, and no CA, a wrong password or a malformed `ZK_DIGEST`
 //!   get their codes.
@@ -1347,6 +1348,45 @@ async fn bad_input_gets_a_clear_message_and_a_documented_code() {
         assert_eq!(help.code, 0, "{sub}");
         assert!(help.stdout.contains("Examples:"), "{sub}: {}", help.stdout);
     }
+}
+
+/// `ZK_DIGEST` authenticates `zkr`'s session: a queue whose nodes only `bob` may read is
+/// inspected with bob's digest and refused (exit 70) without it.
+#[tokio::test]
+async fn a_digest_from_the_environment_authenticates_the_session() {
+    let zk = Zk::start("cli-digest").await;
+    let bob = Session::connect(
+        zk.options()
+            .digest_auth("bob", "bob-secret")
+            .node_acls(zkc::Acls::creator_all()),
+    )
+    .await
+    .unwrap();
+    let held = ZkMutex::new(&bob, "/private/lock")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+
+    let anonymous = run(
+        zkr(&zk.connect, &["inspect", "/private/lock", "--json"]),
+        30,
+    )
+    .await;
+    assert_eq!(anonymous.code, 70, "{}", anonymous.stderr);
+    let mut with_digest = zkr(&zk.connect, &["inspect", "/private/lock", "--json"]);
+    with_digest.env("ZK_DIGEST", "bob:bob-secret");
+    let ran = run(with_digest, 30).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let holder = &report["queues"][0]["contenders"][0];
+    assert_eq!(holder["role"], "holder", "{report}");
+    assert!(
+        held.path().ends_with(holder["node"].as_str().unwrap()),
+        "{report}"
+    );
+    held.release().await.unwrap();
+    bob.close().await;
 }
 
 /// `zkr` on an ensemble that takes TLS only and requires SASL, its credentials from the
