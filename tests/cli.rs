@@ -1389,10 +1389,11 @@ async fn a_digest_from_the_environment_authenticates_the_session() {
     bob.close().await;
 }
 
-/// `zkr` on an ensemble that takes TLS only and requires SASL, its credentials from the
-/// environment: a lock and an inspect work (inspect says it could not ask the TLS port for
-/// sessions); no CA, a wrong password and a malformed `ZK_DIGEST` get their documented codes in
-/// bounded time.
+/// `zkr` given only the TLS port of a server that requires SASL, its credentials from the
+/// environment and a flag given after the subcommand: a lock and an inspect work (inspect says
+/// it could not ask the TLS port for sessions), and CMD does not see the password; no CA, a
+/// wrong password, an unreadable CA file, half a client certificate and a malformed
+/// `ZK_DIGEST` get their documented codes in bounded time.
 #[cfg(all(feature = "tls", feature = "sasl-digest-md5"))]
 #[tokio::test]
 async fn tls_and_sasl_credentials_come_from_the_environment() {
@@ -1409,8 +1410,7 @@ async fn tls_and_sasl_credentials_come_from_the_environment() {
         .with_sasl(ServerSasl::digest_md5([("bob", "bob-secret")]).required(true));
     let server = ZkServer::start_with(opts).await.unwrap();
     let secure = server.secure_connect_string().unwrap();
-    let dir = std::env::temp_dir().join(format!("zkr-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let client = ca.client_cert("zkr");
     let files = [
         ("ZK_TLS_CA", "ca.pem", ca.cert_pem()),
@@ -1418,36 +1418,38 @@ async fn tls_and_sasl_credentials_come_from_the_environment() {
         ("ZK_TLS_KEY", "client.key", client.key_pem.as_str()),
     ]
     .map(|(var, name, pem)| {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         std::fs::write(&path, pem).unwrap();
         (var, path)
     });
+    // The password from the environment, the user as a flag after the subcommand.
     let with_credentials = |args: &[&str], password: &str| {
         let mut command = zkr(&secure, args);
         for (var, path) in &files {
             command.env(var, path);
         }
-        command
-            .env("ZK_SASL_USER", "bob")
-            .env("ZK_SASL_PASSWORD", password);
+        command.env("ZK_SASL_PASSWORD", password);
         command
     };
 
     let lock = &[
+        "lock",
+        "--sasl-user",
+        "bob",
         "--connect-timeout",
         "10s",
-        "lock",
         "/cli-tls/lock",
         "--",
         "sh",
         "-c",
-        "echo token=$ZK_LOCK_TOKEN",
+        "echo token=$ZK_LOCK_TOKEN password=${ZK_SASL_PASSWORD:-unset}",
     ];
     let ran = run(with_credentials(lock, "bob-secret"), 60).await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(ran.stdout.contains("token="), "{}", ran.stdout);
+    assert!(ran.stdout.contains("password=unset"), "{}", ran.stdout);
 
-    let inspect = &["inspect", "/cli-tls", "--json"];
+    let inspect = &["inspect", "--sasl-user", "bob", "/cli-tls", "--json"];
     let ran = run(with_credentials(inspect, "bob-secret"), 60).await;
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let report: Value = serde_json::from_str(&ran.stdout).unwrap();
@@ -1471,15 +1473,39 @@ async fn tls_and_sasl_credentials_come_from_the_environment() {
     let ran = run(plain, 60).await;
     assert_eq!(ran.code, 69, "no CA: {}", ran.stderr);
 
-    let mut digest = zkr(&secure, &["inspect", "/"]);
-    digest.env("ZK_DIGEST", "no-colon");
-    let ran = run(digest, 30).await;
-    assert_eq!(ran.code, 2, "{}", ran.stderr);
-    assert!(ran.stderr.contains("USER:PASSWORD"), "{}", ran.stderr);
+    // What is wrong, the one variable that says it, and what the message names.
+    let usage = [
+        (
+            "an unreadable CA file",
+            ("ZK_TLS_CA", "/nonexistent/ca.pem"),
+            "/nonexistent/ca.pem",
+        ),
+        (
+            "half a client certificate",
+            ("ZK_TLS_CERT", "/x.pem"),
+            "go together",
+        ),
+        (
+            "a user without a password",
+            ("ZK_SASL_USER", "bob"),
+            "go together",
+        ),
+        (
+            "a malformed digest",
+            ("ZK_DIGEST", "no-colon"),
+            "USER:PASSWORD",
+        ),
+    ];
+    for (what, (var, value), message) in usage {
+        let mut command = zkr(&secure, &["inspect", "/"]);
+        command.env(var, value);
+        let ran = run(command, 30).await;
+        assert_eq!(ran.code, 2, "{what}: {}", ran.stderr);
+        assert!(ran.stderr.contains(message), "{what}: {}", ran.stderr);
+    }
     assert!(
         started.elapsed() < scaled(Duration::from_secs(60)),
         "the refusals took {:?}",
         started.elapsed()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

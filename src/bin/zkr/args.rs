@@ -120,40 +120,22 @@ pub struct ZkArgs {
         hide_env_values = true,
         value_name = "USER:PASSWORD"
     )]
-    pub digest: Option<String>,
+    pub digest: Option<Secret>,
     /// Connect by TLS, trusting the CA certificates of this PEM file
     #[cfg(feature = "tls")]
     #[arg(long, global = true, env = "ZK_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<std::path::PathBuf>,
     /// With --tls-ca: present this client certificate (PEM; needs --tls-key)
     #[cfg(feature = "tls")]
-    #[arg(
-        long,
-        global = true,
-        env = "ZK_TLS_CERT",
-        value_name = "FILE",
-        requires = "tls_key"
-    )]
+    #[arg(long, global = true, env = "ZK_TLS_CERT", value_name = "FILE")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// With --tls-cert: its private key (PEM, unencrypted)
     #[cfg(feature = "tls")]
-    #[arg(
-        long,
-        global = true,
-        env = "ZK_TLS_KEY",
-        value_name = "FILE",
-        requires = "tls_cert"
-    )]
+    #[arg(long, global = true, env = "ZK_TLS_KEY", value_name = "FILE")]
     pub tls_key: Option<std::path::PathBuf>,
     /// Authenticate by SASL DIGEST-MD5 as this user (password: ZK_SASL_PASSWORD)
     #[cfg(feature = "sasl-digest-md5")]
-    #[arg(
-        long,
-        global = true,
-        env = "ZK_SASL_USER",
-        value_name = "USER",
-        requires = "sasl_password"
-    )]
+    #[arg(long, global = true, env = "ZK_SASL_USER", value_name = "USER")]
     pub sasl_user: Option<String>,
     /// The SASL user's password (prefer the environment variable)
     #[cfg(feature = "sasl-digest-md5")]
@@ -162,10 +144,27 @@ pub struct ZkArgs {
         global = true,
         env = "ZK_SASL_PASSWORD",
         hide_env_values = true,
-        value_name = "PASSWORD",
-        requires = "sasl_user"
+        value_name = "PASSWORD"
     )]
-    pub sasl_password: Option<String>,
+    pub sasl_password: Option<Secret>,
+}
+
+/// A password: kept out of `Debug` output.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(value: &str) -> Result<Secret, Self::Err> {
+        Ok(Secret(value.to_owned()))
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -74,7 +74,11 @@ pub fn spawn(
     command
         .arg0(&cmd[0])
         .args(&cmd[1..])
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    for secret in crate::connect::SECRETS {
+        command.env_remove(secret);
+    }
+    command
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());

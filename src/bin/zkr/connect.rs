@@ -32,50 +32,90 @@ pub async fn session(zk: &ZkArgs, policy: Policy, owner: Option<&str>) -> Result
     Session::connect(options).await.map_err(Failure::from)
 }
 
-/// The digest, TLS and SASL settings of the common options.
+/// The digest, TLS and SASL settings of the common options. The pairs are checked here, not
+/// by clap: a global option's `requires` sees the environment's half but not a flag given after
+/// the subcommand.
 fn credentials(zk: &ZkArgs, mut options: SessionOptions) -> Result<SessionOptions, Failure> {
+    let usage = |message: &str| Err(Failure::new(exit::USAGE, message));
     if let Some(digest) = &zk.digest {
-        let Some((user, password)) = digest.split_once(':').filter(|(u, _)| !u.is_empty()) else {
-            return Err(Failure::new(
-                exit::USAGE,
-                "--digest (ZK_DIGEST) is USER:PASSWORD",
-            ));
+        let Some((user, password)) = digest.0.split_once(':').filter(|(u, _)| !u.is_empty()) else {
+            return usage("--digest (ZK_DIGEST) is USER:PASSWORD");
         };
         options = options.digest_auth(user, password);
     }
     #[cfg(feature = "tls")]
-    if let Some(ca) = &zk.tls_ca {
-        let mut tls = zk_recipes::TlsConfig::from_ca_file(ca).map_err(Failure::from)?;
-        if let (Some(cert), Some(key)) = (&zk.tls_cert, &zk.tls_key) {
-            tls = tls
-                .with_client_cert_files(cert, key)
-                .map_err(Failure::from)?;
+    {
+        let client = match (&zk.tls_cert, &zk.tls_key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => return usage("--tls-cert (ZK_TLS_CERT) and --tls-key (ZK_TLS_KEY) go together"),
+        };
+        match (&zk.tls_ca, client) {
+            (Some(ca), client) => {
+                let mut tls = zk_recipes::TlsConfig::from_ca_file(ca).map_err(Failure::from)?;
+                if let Some((cert, key)) = client {
+                    tls = tls
+                        .with_client_cert_files(cert, key)
+                        .map_err(Failure::from)?;
+                }
+                options = options.tls(tls);
+            }
+            (None, Some(_)) => {
+                return usage(
+                    "--tls-cert needs --tls-ca (ZK_TLS_CA): the CA that signed the servers' \
+                     certificates",
+                )
+            }
+            (None, None) => {}
         }
-        options = options.tls(tls);
-    } else if zk.tls_cert.is_some() {
-        return Err(Failure::new(
-            exit::USAGE,
-            "--tls-cert needs --tls-ca (ZK_TLS_CA): the CA that signed the servers' certificates",
-        ));
     }
+    #[cfg(not(feature = "tls"))]
+    unsupported(&["ZK_TLS_CA", "ZK_TLS_CERT", "ZK_TLS_KEY"], "tls")?;
     #[cfg(feature = "sasl-digest-md5")]
-    if let (Some(user), Some(password)) = (&zk.sasl_user, &zk.sasl_password) {
-        options = options.sasl_digest_md5(user, password);
+    match (&zk.sasl_user, &zk.sasl_password) {
+        (Some(user), Some(password)) => options = options.sasl_digest_md5(user, &password.0),
+        (None, None) => {}
+        _ => {
+            return usage(
+                "--sasl-user (ZK_SASL_USER) and --sasl-password (ZK_SASL_PASSWORD) go together",
+            )
+        }
     }
+    #[cfg(not(feature = "sasl-digest-md5"))]
+    unsupported(&["ZK_SASL_USER", "ZK_SASL_PASSWORD"], "sasl-digest-md5")?;
     Ok(options)
+}
+
+/// Refuses credentials this build cannot use rather than connecting without them.
+#[cfg(any(not(feature = "tls"), not(feature = "sasl-digest-md5")))]
+fn unsupported(vars: &[&str], feature: &str) -> Result<(), Failure> {
+    match vars.iter().find(|v| std::env::var_os(v).is_some()) {
+        Some(var) => Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{var} is set, but this zkr was built without the {feature} feature \
+                 (cargo install --path . --features cli,{feature})"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Whether the common options ask for TLS (then every host not written `tcp://` is a TLS port,
 /// where the four-letter words in plain text get no answer).
+#[cfg(feature = "tls")]
 pub fn tls(zk: &ZkArgs) -> bool {
-    #[cfg(feature = "tls")]
-    return zk.tls_ca.is_some();
-    #[cfg(not(feature = "tls"))]
-    {
-        let _ = zk;
-        false
-    }
+    zk.tls_ca.is_some()
 }
+
+/// Whether the common options ask for TLS: never, in a build without the `tls` feature.
+#[cfg(not(feature = "tls"))]
+pub fn tls(_zk: &ZkArgs) -> bool {
+    false
+}
+
+/// The credentials `zkr` keeps from CMD: its own session's secrets, not the command's.
+pub const SECRETS: [&str; 2] = ["ZK_DIGEST", "ZK_SASL_PASSWORD"];
 
 /// The servers of a connect string that speak plain text (`host:port`, chroot dropped; port
 /// 2181 when missing), for the four-letter words, and how many were left out as TLS ports:
