@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use zookeeper_client as zkc;
 
-use crate::locks::{Conn, Lib, Parents, Space};
+use crate::locks::{Conn, Lib, Locker, Parents, Space};
 use crate::measure::{now_ns, rss_kib, Latency};
 use crate::zk::{count_tree, delete_tree, log_counters, log_delta, mkdir};
 
@@ -60,6 +60,8 @@ pub struct SideBySide {
     pub list_first: Latency,
     /// The key's relock acquire.
     pub relock: Latency,
+    /// Why the pass stopped, if it did.
+    pub error: Option<String>,
 }
 
 /// Locks and releases `n` never-seen keys of the space `{dir}/space` one after another on one
@@ -86,7 +88,7 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
     }
     let space = conn.space(&path, Parents::Container);
     for k in 0..WARM_KEYS {
-        cycle(&space, &format!("warm-{k}")).await?;
+        cycle(&space.locker(&format!("warm-{k}"))).await?;
     }
     let keys: Vec<String> = (0..n).map(|k| format!("key-{k}")).collect();
     let mut first = Vec::with_capacity(keys.len());
@@ -94,7 +96,7 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
     let log0 = log_counters(connect).await;
     let started = Instant::now();
     for key in &keys {
-        let (asked, acquire) = cycle(&space, key).await?;
+        let (asked, acquire) = cycle(&space.locker(key)).await?;
         first.push(asked);
         fresh.push(acquire);
     }
@@ -104,13 +106,22 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
     let mut age_max = 0;
     let started = Instant::now();
     for (key, first) in keys.iter().zip(&first) {
-        let (asked, acquire) = cycle(&space, key).await?;
+        let (asked, acquire) = cycle(&space.locker(key)).await?;
         age_max = age_max.max(asked - first);
         relock.push(acquire);
     }
     let relock_s = started.elapsed().as_secs_f64();
     let log2 = log_counters(connect).await;
-    let (side, side_age_max) = side_by_side(&conn, &space, &keys, &first, dir).await?;
+    // A failed side-by-side pass leaves the passes before it standing.
+    let (side, side_age_max) = side_by_side(&conn, &space, &keys, &first, dir)
+        .await
+        .unwrap_or_else(|error| {
+            let failed = SideBySide {
+                error: Some(error),
+                ..SideBySide::default()
+            };
+            (failed, 0)
+        });
     let age_max = age_max.max(side_age_max);
     conn.close().await;
     let per_s = |secs: f64| (secs > 0.0).then(|| n as f64 / secs);
@@ -148,57 +159,70 @@ async fn side_by_side(
         }
     }
     let single = conn.locker(&single_dir);
-    let node = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
     let prefix = format!("{burst_dir}/lock-");
-    let mut side = (vec![], vec![], vec![], vec![]);
-    let mut list_first = vec![];
+    let (mut write, mut single_acquire, mut burst, mut list_first, mut relock) =
+        (vec![], vec![], vec![], vec![], vec![]);
     let mut age_max = 0;
-    for (key, first) in keys.iter().zip(first) {
+    for (i, (key, first)) in keys.iter().zip(first).enumerate() {
         let asked = now_ns();
         raw.set_data(&written, b"x", None)
             .await
             .map_err(|e| format!("set_data: {e}"))?;
-        side.0.push(now_ns() - asked);
-        let asked = now_ns();
-        let held = single.acquire().await?;
-        side.1.push(now_ns() - asked);
-        held.release().await?;
-        let asked = now_ns();
-        let (create, list) = (
-            raw.create(&prefix, OWNER_LIKE, &node),
-            raw.get_children(&burst_dir),
-        );
-        let (created, listed) = (create.await, list.await);
-        side.2.push(now_ns() - asked);
-        let (_, sequence) = created.map_err(|e| format!("create {prefix}: {e}"))?;
-        listed.map_err(|e| format!("get_children {burst_dir}: {e}"))?;
-        raw.delete(&format!("{prefix}{sequence}"), None)
-            .await
-            .map_err(|e| format!("delete: {e}"))?;
-        let asked = now_ns();
-        let (list, create) = (
-            raw.get_children(&burst_dir),
-            raw.create(&prefix, OWNER_LIKE, &node),
-        );
-        let (listed, created) = (list.await, create.await);
-        list_first.push(now_ns() - asked);
-        let (_, sequence) = created.map_err(|e| format!("create {prefix}: {e}"))?;
-        listed.map_err(|e| format!("get_children {burst_dir}: {e}"))?;
-        raw.delete(&format!("{prefix}{sequence}"), None)
-            .await
-            .map_err(|e| format!("delete: {e}"))?;
-        let (asked, acquire) = cycle(space, key).await?;
+        write.push(now_ns() - asked);
+        let (_, acquire) = cycle(&single).await?;
+        single_acquire.push(acquire);
+        // The two raw bursts take turns at going first, so that neither gains by its place.
+        for listing_first in [i % 2 == 0, i % 2 == 1] {
+            let took = pipelined(&raw, &burst_dir, &prefix, listing_first).await?;
+            if listing_first {
+                list_first.push(took);
+            } else {
+                burst.push(took);
+            }
+        }
+        let (asked, acquire) = cycle(&space.locker(key)).await?;
         age_max = age_max.max(asked - first);
-        side.3.push(acquire);
+        relock.push(acquire);
     }
     let side = SideBySide {
-        write: Latency::of(side.0),
-        single: Latency::of(side.1),
-        burst: Latency::of(side.2),
+        write: Latency::of(write),
+        single: Latency::of(single_acquire),
+        burst: Latency::of(burst),
         list_first: Latency::of(list_first),
-        relock: Latency::of(side.3),
+        relock: Latency::of(relock),
+        error: None,
     };
     Ok((side, age_max))
+}
+
+/// A raw create (ephemeral sequential under `prefix`) and a listing of `parent` sent back to
+/// back, the listing first or second; the time until both answered (ns). The node is deleted
+/// afterwards, unmeasured.
+async fn pipelined(
+    raw: &zkc::Client,
+    parent: &str,
+    prefix: &str,
+    listing_first: bool,
+) -> Result<u64, String> {
+    let node = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
+    let asked = now_ns();
+    let (created, listed) = if listing_first {
+        let list = raw.get_children(parent);
+        let create = raw.create(prefix, OWNER_LIKE, &node);
+        let listed = list.await;
+        (create.await, listed)
+    } else {
+        let create = raw.create(prefix, OWNER_LIKE, &node);
+        let list = raw.get_children(parent);
+        (create.await, list.await)
+    };
+    let took = now_ns() - asked;
+    let (_, sequence) = created.map_err(|e| format!("create {prefix}: {e}"))?;
+    listed.map_err(|e| format!("get_children {parent}: {e}"))?;
+    raw.delete(&format!("{prefix}{sequence}"), None)
+        .await
+        .map_err(|e| format!("delete: {e}"))?;
+    Ok(took)
 }
 
 /// Data the size of a contender's owner record (`id={uuid}\nowner={label}`).
@@ -233,9 +257,8 @@ impl FreshFigures {
     }
 }
 
-/// One acquire + release of `key`: when it was asked for and how long the acquire took (ns).
-async fn cycle(space: &Space, key: &str) -> Result<(u64, u64), String> {
-    let locker = space.locker(key);
+/// One acquire + release: when it was asked for and how long the acquire took (ns).
+async fn cycle(locker: &Locker) -> Result<(u64, u64), String> {
     let asked = now_ns();
     let held = locker.acquire().await?;
     let acquire = now_ns() - asked;

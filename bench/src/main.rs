@@ -56,7 +56,7 @@
 //!   p50/p99 of each pass ("fresh", "relock"), cycles/s, and the server's writes and log syncs
 //!   per cycle; then a side-by-side pass over the same keys (per key, in turn on one
 //!   connection: one `set_data`, the library's uncontended single lock, a raw create + listing
-//!   pipelined both ways round, the key's relock), on which the relock target is judged. The
+//!   pipelined both ways round, taking turns at going first, the key's relock), on which the relock target is judged. The
 //!   keys' directories are deleted afterwards, unmeasured, so that the server's reaper does not
 //!   delete them during a later window;
 //! - 1,000 waiters on one lock, on one session, in a fresh child process each (so one

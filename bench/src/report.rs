@@ -557,7 +557,7 @@ impl Report {
             // Side by side: the relock and the write taken in turn on one connection, so that
             // both are of the same moments (the floor's write is of the start of the round).
             self.target(
-                "relocked key acquire p50 vs one write, side by side",
+                "relock p50 vs one write (side by side)",
                 false,
                 1.1,
                 |r: &Round| r.fresh(Peer::ZkRecipes).and_then(|f| f.side.relock.p50),
@@ -1044,16 +1044,14 @@ impl Report {
                 .fold(0.0, f64::max);
             let _ = writeln!(
                 t,
-                "fresh keys vs one write (medians): ZkLockSpace fresh {}, relocked {} | \
-                 Client::lock fresh {}, relocked {} | a relock came at most {age:.1} s after the \
-                 key's first lock (ZkLockSpace remembers a key for 10 s)",
+                "fresh keys vs the round's floor write (medians): ZkLockSpace fresh {}, \
+                 relocked {} | Client::lock fresh {}, relocked {} | a relock came at most \
+                 {age:.1} s after the key's first lock (ZkLockSpace remembers a key for 10 s)",
                 x(fresh(ours, &FRESH_P50)),
                 x(fresh(ours, &RELOCK_P50)),
                 x(fresh(client, &FRESH_P50)),
                 x(fresh(client, &RELOCK_P50)),
             );
-        }
-        if self.args.runs_workload(Workload::FreshKeys) {
             // Medians over the rounds of each round's side-by-side ratio.
             let side = |p: Peer,
                         num: fn(&SideBySide) -> Option<f64>,
@@ -1157,6 +1155,8 @@ impl Report {
                 let what = format!("round {}: {} fresh-keys", i + 1, peer.title());
                 if let Some(e) = &f.error {
                     problems.push(format!("{what}: {e}"));
+                } else if let Some(e) = &f.side.error {
+                    problems.push(format!("{what}, side-by-side pass: {e}"));
                 } else if *peer == Peer::ZkRecipes && !remembered(f.relock_age_max_s) {
                     problems.push(format!(
                         "{what}: a relock came {:.1} s after the key's first lock, past \

@@ -1,5 +1,6 @@
 //! The crate README's first test, as written there (plus the skip when `ZK_CONNECT` names a
-//! server of someone else's, which a test may not kill).
+//! server of someone else's, which a test may not kill), and a check that the README still
+//! shows it.
 
 mod common;
 
@@ -20,4 +21,23 @@ async fn my_code_hears_that_zookeeper_died() {
     server.kill().await.unwrap();
     let heard = tokio::time::timeout(scaled(Duration::from_secs(30)), state.changed()).await;
     assert_eq!(heard.unwrap(), SessionState::Disconnected);
+}
+
+/// Every line of the README's example is in the test above, in order: the two cannot drift.
+#[test]
+fn the_readme_shows_this_test() {
+    let readme = include_str!("../README.md");
+    let this = include_str!("readme.rs");
+    let example = readme
+        .split("```rust,no_run\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's first example");
+    let mut rest = this;
+    for line in example.lines().filter(|l| !l.trim().is_empty()) {
+        let at = rest.find(line).unwrap_or_else(|| {
+            panic!("the README's line is not in tests/readme.rs, in order: {line}")
+        });
+        rest = &rest[at + line.len()..];
+    }
 }
