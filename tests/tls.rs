@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use support::sockets::nodelay_of_connections_to;
 use support::within;
-use zk_recipes::{Error, LeaderElection, Session, SessionOptions, TlsConfig, ZkMutex};
-use zk_testcontainers::{scaled, ServerOptions, ServerTls, TestCa, TestCert, ZkServer};
+use zk_recipes::{Error, LeaderElection, LossReason, Session, SessionOptions, TlsConfig, ZkMutex};
+use zk_testcontainers::{
+    expire_session, scaled, ServerOptions, ServerTls, TestCa, TestCert, ZkServer,
+};
 
 /// A server whose TLS port requires client certificates signed by `ca` (ZooKeeper's default,
 /// `ssl.clientAuth=need`), or `None` (printed) where the test cannot start one.
@@ -106,6 +108,23 @@ async fn a_lock_and_an_election_work_over_tls() {
         .unwrap();
     assert!(b_leads.term() > term);
     b_leads.resign().await.unwrap();
+
+    // A session made over TLS is expired through the plain port; its lock reports the loss.
+    let mutex_a = ZkMutex::new(&a, "/tls/lock").unwrap();
+    let held = within("a's lock again", 30, mutex_a.lock()).await.unwrap();
+    let info = a.client().await.unwrap().session().clone();
+    let tls_only = format!("tcp+tls://{}", server.secure_connect_string().unwrap());
+    assert!(
+        expire_session(&tls_only, &info).await.is_err(),
+        "expire_session refuses a TLS-only connect string"
+    );
+    expire_session(&server.connect_string(), &info)
+        .await
+        .unwrap();
+    assert_eq!(
+        within("a's lock reported lost", 30, held.lost()).await,
+        LossReason::SessionExpired
+    );
     a.close().await;
     b.close().await;
 }

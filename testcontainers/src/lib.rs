@@ -104,6 +104,7 @@ mod docker;
 mod ensemble;
 mod env;
 mod error;
+mod expire;
 mod image;
 mod module;
 mod network;
@@ -117,6 +118,7 @@ pub use env::{
     ensemble_unavailable_reason, scaled, test_server, TestZk, TIMEOUT_SCALE_VAR, ZK_CONNECT_VAR,
 };
 pub use error::HarnessError;
+pub use expire::expire_session;
 pub use image::{
     configured_image, ensure_image, DEFAULT_IMAGE, LOCAL_IMAGE_3_9, ZK_IMAGE_VAR, ZK_VERSION_VAR,
 };
@@ -126,5 +128,5 @@ pub use server::{
     ClientAuth, ServerMode, ServerOptions, ServerSasl, ServerTls, ZkMember, ZkServer,
     SECURE_CLIENT_PORT,
 };
-pub use session::{chroot, expire_session, CHROOT_ROOT};
+pub use session::{chroot, CHROOT_ROOT};
 pub use tls::{TestCa, TestCert};

@@ -1,9 +1,9 @@
-//! Session-level helpers: expiring a session on demand, and a fresh chroot per test.
+//! A fresh chroot per test.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zookeeper_client::{Acls, Client, CreateMode, SessionInfo};
+use zookeeper_client::{Acls, Client, CreateMode};
 
 use crate::{scaled, HarnessError};
 
@@ -16,58 +16,6 @@ use crate::{scaled, HarnessError};
 /// # Ok(()) }
 /// ```
 pub const CHROOT_ROOT: &str = "/zk-tests";
-
-/// Expires a live client's session now, the way ZooKeeper's own tests do: attaches a second
-/// connection with the same session id and password, then closes that connection, which
-/// closes the session on the server. Returns once the server confirms the session is gone
-/// (a reattach attempt is answered "session expired"); the original client then observes
-/// `SessionState::Expired` at its next contact with the server.
-///
-/// ```no_run
-/// use zookeeper_client::{Client, SessionState};
-///
-/// # async fn demo() -> Result<(), zk_testcontainers::HarnessError> {
-/// let server = zk_testcontainers::ZkServer::start().await?;
-/// let client = Client::connect(&server.connect_string()).await.unwrap();
-/// let mut states = client.state_watcher();
-/// zk_testcontainers::expire_session(&server.connect_string(), client.session()).await?;
-/// while states.changed().await != SessionState::Expired {}
-/// # Ok(()) }
-/// ```
-pub async fn expire_session(
-    connect_string: &str,
-    session: &SessionInfo,
-) -> Result<(), HarnessError> {
-    let limit = scaled(Duration::from_secs(30));
-    let deadline = Instant::now() + limit;
-    let mut last: String;
-    loop {
-        // First round: take the session over and close it. Later rounds: check it is gone;
-        // if the original client won it back in between, this closes it once more.
-        let attempt = Client::connector()
-            .with_session(session.clone())
-            .with_fail_eagerly()
-            .connect(connect_string);
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, attempt).await {
-            Ok(Err(zookeeper_client::Error::SessionExpired)) => return Ok(()),
-            Ok(Ok(hijacker)) => {
-                // Dropping the only handle of a non-detached client closes its session.
-                drop(hijacker);
-                last = "the session was still alive; closed it".into();
-            }
-            Ok(Err(e)) => last = e.to_string(),
-            Err(_) => last = "connecting timed out".into(),
-        }
-        if Instant::now() >= deadline {
-            return Err(HarnessError::Timeout(format!(
-                "session {:?} still not expired after {limit:?} at {connect_string} ({last})",
-                session.id()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Creates a fresh, empty directory `/zk-tests/<name>-<unique>` on the server and returns
 /// the connect string rooted there, `"<connect_string>/zk-tests/<name>-<unique>"`. Tests

@@ -102,6 +102,34 @@ async fn expire_session_expires_the_clients_session() {
     ));
 }
 
+/// Twenty sessions expired at once, each while its own client reconnects at once after every
+/// takeover: every client sees `Expired`, and no expiry needs more than the helper's bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_session_wins_against_clients_that_reconnect_at_once() {
+    let zk = test_server().await.unwrap();
+    let root = zk_testcontainers::chroot(&zk.connect_string(), "expire-many")
+        .await
+        .unwrap();
+    let mut expiries = Vec::new();
+    for _ in 0..20 {
+        let client = connect(&root, Duration::from_secs(30)).await;
+        let root = root.clone();
+        expiries.push(tokio::spawn(async move {
+            let mut states = client.state_watcher();
+            expire_session(&root, client.session()).await.unwrap();
+            wait_for_state(
+                &mut states,
+                SessionState::Expired,
+                scaled(Duration::from_secs(15)),
+            )
+            .await;
+        }));
+    }
+    for expiry in expiries {
+        expiry.await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn stop_and_start_again_keep_connect_string_data_and_session() {
     if not_run() {
