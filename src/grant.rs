@@ -159,6 +159,11 @@ impl Grant {
         self.epoch.id()
     }
 
+    /// The ZooKeeper session the grant was made in.
+    pub(crate) fn epoch(&self) -> &Arc<Epoch> {
+        &self.epoch
+    }
+
     /// Whether the grant still holds as far as this client knows: its session is alive (and,
     /// under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension), connected) and no
     /// deletion or change of its node has been observed (by [`lost`](Grant::lost)). A `true`

@@ -163,23 +163,40 @@ impl ZkSemaphore {
         let span = debug_span!("acquire", path = %self.root, permits = self.permits);
         async {
             self.check_permits().await?;
-            // The head of the internal mutex queue is the only contender creating leases.
-            let Some(head) = self.locks.acquire(LOCK, LOCK.names[0], None, wait).await? else {
-                return Ok(None);
-            };
-            let epoch = self.session.epoch().await?;
-            let created = self
-                .leases
-                .enqueue(&epoch, LEASE[0], Naming::Protected, None, true)
-                .await?;
-            let granted = self.wait_for_room(&epoch, &created, wait).await;
-            // Let the next contender in, whatever happened; dropping would do it too.
-            let _ = head.release().await;
-            if !granted? {
-                return Ok(None);
+            loop {
+                // The head of the internal mutex queue is the only contender creating leases.
+                let Some(head) = self.locks.acquire(LOCK, LOCK.names[0], None, wait).await? else {
+                    return Ok(None);
+                };
+                // The lease is made on the session that holds the internal lock.
+                let epoch = head.epoch().clone();
+                let room = async {
+                    let created = self
+                        .leases
+                        .enqueue(&epoch, LEASE[0], Naming::Protected, None, true)
+                        .await?;
+                    let granted = self.wait_for_room(&epoch, &created, wait).await?;
+                    Ok::<_, Error>(granted.then_some(created))
+                }
+                .await;
+                // Let the next contender in, whatever happened; dropping would do it too.
+                let _ = head.release().await;
+                match room {
+                    Ok(Some(created)) => {
+                        debug!(node = %created.node.path, "lease granted");
+                        return Ok(Some(created.into_grant(Release::Plain, OnChange::Ignore)));
+                    }
+                    Ok(None) => return Ok(None),
+                    // The session expired while we waited, taking our lease node and our place
+                    // in the internal lock's queue: a blocking acquire queues again on the new
+                    // session, as `ZkMutex::lock` does.
+                    Err(Error::SessionExpired) if wait == Wait::Forever => {
+                        debug!("session expired while waiting for a lease; queueing again");
+                        epoch.ended().await;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            debug!(node = %created.node.path, "lease granted");
-            Ok(Some(created.into_grant(Release::Plain, OnChange::Ignore)))
         }
         .instrument(span)
         .await
