@@ -21,7 +21,7 @@ async fn twenty_contenders_for_three_permits_under_churn() {
     let max = Arc::new(AtomicUsize::new(0));
     let (mut served, mut cancelled, mut expired) = (0, 0, 0);
     let mut tasks = Vec::new();
-    for _ in 0..20 {
+    for contender in 0..20 {
         let session = zk.session().await;
         let connect = zk.connect.clone();
         let (holders, max) = (holders.clone(), max.clone());
@@ -42,22 +42,34 @@ async fn twenty_contenders_for_three_permits_under_churn() {
                     // Granted before the timeout: that lease was dropped, released in the background.
                     continue;
                 }
-                let lease = semaphore.acquire().await.unwrap();
+                let lease = semaphore.acquire().await.unwrap_or_else(|e| {
+                    panic!("contender {contender}, served {served}: acquire failed: {e:?}")
+                });
                 let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
                 max.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= 3, "{now} holders of 3 permits");
-                let pause = Duration::from_millis(rand::rng().random_range(5..25));
+                // Long enough that three holders overlap even where a write takes several ms.
+                let pause = Duration::from_millis(rand::rng().random_range(10..40));
                 tokio::time::sleep(pause).await;
                 holders.fetch_sub(1, Ordering::SeqCst);
                 if r > 0.95 {
                     // The holder's session expires: the lease goes with it.
                     let info = session.client().await.unwrap().session().clone();
-                    expire_session(&connect, &info).await.unwrap();
-                    lease.lost().await;
+                    expire_session(&connect, &info)
+                        .await
+                        .unwrap_or_else(|e| panic!("contender {contender}: {e}"));
+                    within(
+                        "the expired session's lease reported lost",
+                        30,
+                        lease.lost(),
+                    )
+                    .await;
                     expired += 1;
                     drop(lease);
                 } else {
-                    lease.release().await.unwrap();
+                    lease.release().await.unwrap_or_else(|e| {
+                        panic!("contender {contender}, served {served}: release failed: {e:?}")
+                    });
                 }
                 served += 1;
             }
@@ -187,6 +199,45 @@ async fn cancelled_acquisitions_leave_no_nodes() {
         .unwrap();
     c.release().await.unwrap();
     wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
+}
+
+/// A waiter's session expires while it waits for room (it holds the internal lock and a lease
+/// node): its nodes go with the session, and `acquire` queues again on the next session, as
+/// `ZkMutex::lock` does, instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_session_expires_queues_again_on_the_next_one() {
+    let zk = Zk::start("sem-expired-waiter").await;
+    let raw = zk.raw().await;
+    let holder_session = zk.session().await;
+    let holder = ZkSemaphore::new(&holder_session, ROOT, 1).unwrap();
+    let held = holder.acquire().await.unwrap();
+    let waiter_session = zk.session().await;
+    let first_id = waiter_session.client().await.unwrap().session().id();
+    let waiter = ZkSemaphore::new(&waiter_session, ROOT, 1).unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = waiter.acquire().await;
+        (waiter, lease)
+    });
+    // The waiter holds the internal lock and has made its lease node: it waits for room.
+    wait_children(&raw, &format!("{ROOT}/locks"), 1).await;
+    wait_children(&raw, &format!("{ROOT}/leases"), 2).await;
+    let info = waiter_session.client().await.unwrap().session().clone();
+    expire_session(&zk.connect, &info).await.unwrap();
+    // Its nodes went with the session; on the next one it is back in both queues.
+    within(
+        "the waiter queued again",
+        30,
+        wait_children(&raw, &format!("{ROOT}/leases"), 2),
+    )
+    .await;
+    assert!(!waiting.is_finished(), "the waiter still waits");
+    held.release().await.unwrap();
+    let (_waiter, lease) = within("the waiter's lease", 30, waiting).await.unwrap();
+    let lease = lease.expect("granted on the new session, not an error");
+    assert_ne!(lease.session_id(), first_id.0, "granted on a new session");
+    lease.release().await.unwrap();
+    wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
+    wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
 }
 
 /// Curator creates a semaphore's `leases` directory as a container, which the server deletes

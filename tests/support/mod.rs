@@ -270,11 +270,15 @@ fn fmt_layer<S>() -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    // zookeeper_client warns at every failed reconnect; a test that expires sessions or kills
+    // servers makes hundreds of those lines, and a failing test's panic message comes after
+    // all of them (CI's excerpt of the output then shows only the lines). RUST_LOG brings
+    // them back.
     tracing_subscriber::fmt::layer()
         .with_test_writer()
         .with_filter(
             tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
         )
 }
 
