@@ -148,6 +148,17 @@ pub enum Error {
         ours: u32,
     },
 
+    /// A [`ZkSharedCount`](crate::ZkSharedCount)'s node holds something other than a 4-byte
+    /// count, or an addition would not fit an `i32`; nothing was written. Not retryable: fix the
+    /// node's data, or the delta.
+    #[error("{path:?} is no usable count: {reason}")]
+    BadCount {
+        /// The count's path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A semaphore needs at least one permit. Not retryable.
     #[error("a semaphore needs at least one permit, not {permits}")]
     InvalidPermits {

@@ -62,6 +62,8 @@
 //! - [`ZkRwLock`]: shared readers, exclusive writers, FIFO between them (Curator
 //!   `InterProcessReadWriteLock` names).
 //! - [`ZkSemaphore`]: at most N leases, FIFO (Curator `InterProcessSemaphoreV2` layout).
+//! - [`ZkSharedCount`]: a 32-bit count in one node, compare-and-set on its version (Curator
+//!   `SharedCount` layout).
 //! - [`Error`]: the one error type ([`Error::is_retryable`] says which to retry).
 //! - [`zookeeper_client`]: the client crate, re-exported, for [`FencedWrite`]'s operations and
 //!   [`Session::client`].
@@ -117,6 +119,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod count;
 mod election;
 mod error;
 mod fence;
@@ -134,6 +137,7 @@ pub mod session;
 #[cfg(feature = "tls")]
 mod tls;
 
+pub use count::{VersionedCount, ZkSharedCount};
 pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
 pub use fence::{FencedWrite, FencingToken};
