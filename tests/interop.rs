@@ -6,7 +6,9 @@
 //!   both sides share;
 //! - `InterProcessSemaphoreV2` and `ZkSemaphore` with the same permits: never more holders than
 //!   permits, each side counting the other's leases;
-//! - `LeaderLatch` and `LeaderElection`: one leader at a time, leadership passing both ways.
+//! - `LeaderLatch` and `LeaderElection`: one leader at a time, leadership passing both ways;
+//! - `SharedCount` and `ZkSharedCount`: increments from both sides at once, none lost, each
+//!   side reading the other's 4-byte values.
 //!
 //! The Java worker is `examples/bench-peers/CuratorInterop.java`, compiled with `javac` against
 //! Debian's Curator jars in /usr/share/java (`apt-get install -y --no-install-recommends
@@ -27,7 +29,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
     FencingToken, LeaderElection, Leadership, Session, ZkLockSpace, ZkMutex, ZkRwLock,
-    ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
+    ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease, ZkSharedCount,
 };
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
@@ -40,6 +42,9 @@ const RW_ROOT: &str = "/interop/rwlock";
 const KEYED_SPACE_KEY: &str = "/interop/orders/order-7";
 const SEMAPHORE_ROOT: &str = "/interop/semaphore";
 const ELECTION_ROOT: &str = "/interop/election";
+/// The shared count's parent (created persistent) and the count, which both sides create.
+const COUNT_PARENT: &str = "/interop/counters";
+const COUNT: &str = "/interop/counters/jobs";
 /// The shared "resource": an ephemeral node each holder creates on entry and deletes on exit.
 const INSIDE: &str = "/interop-inside";
 /// The resource of the recipes that may share: a persistent node whose data lists who is
@@ -148,6 +153,8 @@ struct JavaEntry {
     holders: Vec<String>,
     /// The node of an election round (its sequence is the term).
     node: Option<String>,
+    /// The value a count round wrote.
+    count: Option<i32>,
 }
 
 /// Everything a Java worker printed after "JAVA READY".
@@ -216,12 +223,15 @@ impl Java {
                             at: Instant::now(),
                             holders: Vec::new(),
                             node: None,
+                            count: None,
                         };
                         for word in words {
                             if let Some(list) = word.strip_prefix("holders=") {
                                 entry.holders = parse_holders(list);
                             } else if let Some(node) = word.strip_prefix("node=") {
                                 entry.node = Some(node.to_owned());
+                            } else if let Some(count) = word.strip_prefix("count=") {
+                                entry.count = Some(count.parse().unwrap());
                             } else {
                                 panic!("unexpected {word:?} in {line:?}");
                             }
@@ -940,4 +950,59 @@ async fn rust_and_curator_candidates_lead_one_at_a_time_and_hand_over_both_ways(
     );
 
     interop.assert_clean(ELECTION_ROOT).await;
+}
+
+/// Two Java workers (`SharedCount.trySetCount`) and two Rust workers (`ZkSharedCount::add`) add
+/// 1 to one count at once, each ROUNDS times, on a count neither side made beforehand: every
+/// addition writes a value of its own (together exactly 1..=4 x ROUNDS), so none is lost and
+/// each side decodes what the other wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_curator_increments_of_one_shared_count_are_none_of_them_lost() {
+    let Some(interop) = Interop::start("interop-count", COUNT_PARENT).await else {
+        return;
+    };
+    let mut javas = [
+        interop.java("java-0", "count", COUNT, &[]),
+        interop.java("java-1", "count", COUNT, &[]),
+    ];
+    for java in &mut javas {
+        java.ready().await;
+    }
+    let mut rust = Vec::new();
+    for _ in 0..2 {
+        let session = interop.zk.session().await;
+        let count = ZkSharedCount::new(&session, COUNT, 0).unwrap();
+        rust.push(tokio::spawn(async move {
+            let mut wrote = Vec::new();
+            for _ in 0..ROUNDS {
+                wrote.push(count.add(1).await.unwrap().value());
+            }
+            session.close().await;
+            wrote
+        }));
+    }
+    for java in &mut javas {
+        java.go().await;
+    }
+    let mut written = Vec::new();
+    for task in rust {
+        written.extend(within("the Rust additions", 60, task).await.unwrap());
+    }
+    let [java_0, java_1] = javas;
+    let mut by_java = 0;
+    for java in [java_0, java_1] {
+        let run = java.finish().await;
+        by_java += run.entries.len();
+        written.extend(run.entries.iter().map(|e| e.count.expect("count=")));
+    }
+    assert_eq!(by_java, 2 * ROUNDS);
+    written.sort_unstable();
+    let total = (4 * ROUNDS) as i32;
+    assert_eq!(
+        written,
+        (1..=total).collect::<Vec<i32>>(),
+        "each value once"
+    );
+    let (data, _) = interop.raw.get_data(COUNT).await.unwrap();
+    assert_eq!(data, total.to_be_bytes());
 }

@@ -11,6 +11,9 @@
 //   rwlock-read   InterProcessReadWriteLock(--root).readLock()
 //   semaphore     a lease of InterProcessSemaphoreV2(--root, --permits)
 //   election      leadership of a new LeaderLatch(--root, --name) (started, awaited, closed)
+//   count         one increment of SharedCount(--root, seed 0), by trySetCount until it lands;
+//                 its "JAVA IN" line ends " count=<the value it wrote>" (no --inside/--holders
+//                 check; --wait-go waits for one line before the first round, none after)
 //
 // How a round checks that it is not inside with anyone it must exclude:
 //   --inside PATH   creates the EPHEMERAL node PATH on entry and deletes it on exit: NodeExists
@@ -47,6 +50,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -237,7 +242,7 @@ public final class CuratorInterop {
         boolean exclusive;
         switch (recipeName) {
             case "mutex": case "rwlock-write": case "election": exclusive = true; break;
-            case "rwlock-read": case "semaphore": exclusive = false; break;
+            case "rwlock-read": case "semaphore": case "count": exclusive = false; break;
             default: throw new IllegalArgumentException("unknown recipe " + recipeName);
         }
         // How many may be inside together: a semaphore's permits; readers without limit.
@@ -259,6 +264,10 @@ public final class CuratorInterop {
             if (!client.blockUntilConnected((int) timeoutMs, TimeUnit.MILLISECONDS)) {
                 System.err.println("Curator could not connect to " + connect);
                 System.exit(1);
+            }
+            if (recipeName.equals("count")) {
+                count(client, root, rounds, waitGo);
+                return;
             }
             Recipe recipe;
             switch (recipeName) {
@@ -331,7 +340,36 @@ public final class CuratorInterop {
         } finally {
             System.out.flush();
             client.close();
+            System.exit(code);
         }
-        System.exit(code);
+    }
+
+    /** --recipe count: --rounds increments of a SharedCount, each by compare-and-set. */
+    static void count(CuratorFramework client, String path, int rounds, boolean waitGo)
+            throws Exception {
+        SharedCount count = new SharedCount(client, path, 0);
+        count.start();
+        try {
+            System.out.println("JAVA READY");
+            System.out.flush();
+            if (waitGo) {
+                awaitGo(new BufferedReader(new InputStreamReader(System.in)));
+            }
+            for (int t = 0; t < rounds; t++) {
+                int wrote;
+                while (true) {
+                    VersionedValue<Integer> now = count.getVersionedValue();
+                    if (count.trySetCount(now, now.getValue() + 1)) {
+                        wrote = now.getValue() + 1;
+                        break;
+                    }
+                }
+                System.out.println("JAVA IN " + t + " count=" + wrote);
+                System.out.println("JAVA OUT " + t);
+            }
+            System.out.println("JAVA DONE " + rounds);
+        } finally {
+            count.close();
+        }
     }
 }
