@@ -1,11 +1,11 @@
 //! Expiring a session on demand: attach a second connection to it and close it there.
 //!
-//! The close rides in the same TCP segment as the connect request. Sent one round trip
-//! later (connect, wait for the reply, then close), it loses a race whenever the original
-//! client reconnects first: the server moves the session back and drops the second
-//! connection with the close still unsent, and the two take the session from each other
-//! every round. Sent together, the server reads the close before anything that arrives on
-//! the original client's next connection.
+//! The close rides in the same write as the connect request. Sent one round trip later
+//! (connect, wait for the reply, then close), it loses a race whenever the original client
+//! reconnects first: the server moves the session back and drops the second connection with
+//! the close still unsent, and the two take the session from each other round after round.
+//! Sent together, the server has the close in hand before anything from the original client's
+//! next connection, as a rule (not a guarantee: the loop stays).
 //!
 //! The session's password is not public in `zookeeper_client`, so the connect request comes
 //! from a `zookeeper_client` connector pointed at a listener here, which keeps its first
@@ -33,14 +33,17 @@ const MAX_FRAME: usize = 1 << 20;
 /// server.
 ///
 /// The close is sent together with the connect request, so the original client's own
-/// reconnects cannot take the session back in between. The helper speaks plain TCP: it skips
-/// `tcp+tls://` hosts. A session is the ensemble's, whichever port the client came through,
+/// reconnects rarely take the session back in between (sent a round trip later, the close
+/// lost that race most rounds under load); a round that loses anyway is followed by another.
+/// The helper speaks plain TCP: it skips `tcp+tls://` hosts, and a TLS port given without
+/// the scheme only times out. A session is the ensemble's, whichever port the client came through,
 /// so a session made over TLS is expired through the server's plain port
 /// ([`ZkServer::connect_string`](crate::ZkServer::connect_string)).
 ///
 /// # Errors
 ///
-/// [`HarnessError::Config`] when `connect_string` names only TLS hosts;
+/// [`HarnessError::Config`] when `connect_string` names only TLS hosts, or the server refuses
+/// the close without authentication (`enforce.auth.enabled`, SASL required);
 /// [`HarnessError::Timeout`] when the session still lives after 30 s (scaled by
 /// `ZK_TEST_TIMEOUT_SCALE`), with the last answer in the message.
 ///
@@ -72,32 +75,53 @@ pub async fn expire_session(
         )));
     }
     let mut last = String::from("no attempt finished");
+    // A round without the close only asks whether the session is gone: after a close, so
+    // that the answer that ends the helper comes from a connection the server closes with
+    // nothing unread (no reset that could lose the answer).
+    let mut probe = false;
+    // Spread over the hosts from a different one each call; a round on a member that does not
+    // answer (paused, cut off) gives up in time for the others.
+    let start = (session.id().0 as usize) % hosts.len();
     for round in 0.. {
         let left = deadline.saturating_duration_since(Instant::now());
-        let host = hosts[round % hosts.len()];
-        match tokio::time::timeout(left, pipelined_close(host, session)).await {
+        let host = hosts[(start + round) % hosts.len()];
+        let attempt = reattach(host, session, !probe);
+        match tokio::time::timeout(left.min(scaled(ROUND)), attempt).await {
             Ok(Ok(Answer::Expired)) => {
                 tracing::debug!(session = ?session.id(), round, "session expired");
                 return Ok(());
             }
-            // The next round confirms it.
-            Ok(Ok(Answer::Closed)) => last = format!("closed through {host}; not confirmed"),
-            Ok(Err(e)) => last = format!("{host}: {e}"),
-            Err(_) => last = format!("{host}: no answer"),
+            Ok(Ok(Answer::Closed)) => {
+                last = format!("closed through {host}; not confirmed");
+                probe = true;
+                continue;
+            }
+            // Probed and still alive: taken over, not closed (dropping the connection leaves
+            // the session to its client). Close it next round.
+            Ok(Ok(Answer::Alive)) => last = format!("still alive at {host}"),
+            Ok(Err(Refusal::Fatal(e))) => {
+                return Err(HarnessError::Config(format!(
+                    "expiring session {:?} at {host}: {e}",
+                    session.id()
+                )))
+            }
+            Ok(Err(Refusal::Retry(e))) => last = format!("{host}: {e}"),
+            Err(_) => last = format!("{host}: no answer in {:?}", scaled(ROUND)),
         }
+        probe = false;
         if Instant::now() >= deadline {
             break;
         }
-        // Only after a failure: a close is confirmed at once.
-        if !last.starts_with("closed") {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Err(HarnessError::Timeout(format!(
         "session {:?} still not expired after {limit:?} at {connect_string} ({last})",
         session.id()
     )))
 }
+
+/// How long one round may take before the next host is tried.
+const ROUND: Duration = Duration::from_secs(5);
 
 /// What one attempt learned.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,7 +130,28 @@ enum Answer {
     Expired,
     /// The session was attached and the close answered.
     Closed,
+    /// The session was attached (a probe, without a close).
+    Alive,
 }
+
+/// Why an attempt did not answer.
+#[derive(Debug)]
+enum Refusal {
+    /// Worth another round (a server not up, a connection broken).
+    Retry(String),
+    /// No round can succeed (the server wants authentication first).
+    Fatal(String),
+}
+
+impl From<String> for Refusal {
+    fn from(e: String) -> Refusal {
+        Refusal::Retry(e)
+    }
+}
+
+/// ZooKeeper's answers to a close from a connection that has not authenticated where the
+/// server requires it: `AuthFailed` and `SessionClosedRequireSaslAuth`.
+const AUTH_REQUIRED: [i32; 2] = [-115, -124];
 
 /// The hosts of a connect string, without its chroot.
 fn hosts(connect_string: &str) -> Vec<&str> {
@@ -135,9 +180,9 @@ fn hosts(connect_string: &str) -> Vec<&str> {
     }
 }
 
-/// Captures the connect request `zookeeper_client` makes for `session`, sends it to `host`
-/// with a close behind it in one write, and reads the answers.
-async fn pipelined_close(host: &str, session: &SessionInfo) -> Result<Answer, String> {
+/// Captures the connect request `zookeeper_client` makes for `session` and sends it to `host`,
+/// with a close behind it in the same write when `close` is set; reads the answers.
+async fn reattach(host: &str, session: &SessionInfo, close: bool) -> Result<Answer, Refusal> {
     let host = host.strip_prefix("tcp://").unwrap_or(host);
     let connect = capture_connect_request(session).await?;
     let mut server = TcpStream::connect(host)
@@ -147,19 +192,26 @@ async fn pipelined_close(host: &str, session: &SessionInfo) -> Result<Answer, St
     let mut burst = Vec::with_capacity(connect.len() + 16);
     burst.extend_from_slice(&(connect.len() as u32).to_be_bytes());
     burst.extend_from_slice(&connect);
-    burst.extend_from_slice(&8u32.to_be_bytes());
-    burst.extend_from_slice(&CLOSE_XID.to_be_bytes());
-    burst.extend_from_slice(&CLOSE_SESSION.to_be_bytes());
+    if close {
+        burst.extend_from_slice(&8u32.to_be_bytes());
+        burst.extend_from_slice(&CLOSE_XID.to_be_bytes());
+        burst.extend_from_slice(&CLOSE_SESSION.to_be_bytes());
+    }
     server
         .write_all(&burst)
         .await
         .map_err(|e| format!("writing: {e}"))?;
-    let reply = read_frame(&mut server).await?;
+    let reply = read_frame(&mut server).await.map_err(|e| {
+        format!("{e} (before any answer: is this a TLS port? expire_session speaks plain TCP)")
+    })?;
     // ConnectResponse: protocolVersion, timeOut, sessionId, passwd. A refused session gets
     // a timeout of 0 and the connection closed.
-    let timeout = be_i32(&reply, 4).ok_or("a short connect response")?;
+    let timeout = be_i32(&reply, 4).ok_or("a short connect response".to_owned())?;
     if timeout <= 0 {
         return Ok(Answer::Expired);
+    }
+    if !close {
+        return Ok(Answer::Alive);
     }
     loop {
         // ReplyHeader: xid, zxid, err. Notifications (-1) and pings (-2) are skipped.
@@ -167,7 +219,10 @@ async fn pipelined_close(host: &str, session: &SessionInfo) -> Result<Answer, St
         if be_i32(&reply, 0) == Some(CLOSE_XID) {
             return match be_i32(&reply, 12) {
                 Some(0) => Ok(Answer::Closed),
-                err => Err(format!("the close was answered with error {err:?}")),
+                Some(err) if AUTH_REQUIRED.contains(&err) => Err(Refusal::Fatal(format!(
+                    "the server refuses the close without authentication (error {err})"
+                ))),
+                err => Err(format!("the close was answered with error {err:?}").into()),
             };
         }
     }
