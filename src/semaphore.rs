@@ -144,7 +144,8 @@ impl ZkSemaphore {
     ///
     /// # Errors
     ///
-    /// As [`acquire`](ZkSemaphore::acquire).
+    /// As [`acquire`](ZkSemaphore::acquire), except that a session expiry is returned as
+    /// [`Error::SessionExpired`](crate::Error::SessionExpired).
     ///
     /// # Cancel safety
     ///
@@ -218,6 +219,8 @@ impl ZkSemaphore {
         if wait == Wait::No {
             return Ok(false);
         }
+        let path = created.node.path.as_str();
+        let ours = path.rsplit('/').next().unwrap_or(path);
         loop {
             let (listed, _, watcher) = epoch
                 .retry(
@@ -225,6 +228,12 @@ impl ZkSemaphore {
                     |c| async move { c.get_and_watch_children(leases).await },
                 )
                 .await?;
+            // Someone deleted our lease node while we waited: a grant now would have no node.
+            if !listed.iter().any(|c| c == ours) {
+                return Err(Error::Lost {
+                    path: path.to_owned(),
+                });
+            }
             if live(&listed) <= self.permits as usize {
                 return Ok(true);
             }

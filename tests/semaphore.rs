@@ -48,9 +48,11 @@ async fn twenty_contenders_for_three_permits_under_churn() {
                 let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
                 max.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= 3, "{now} holders of 3 permits");
-                // Long enough that three holders overlap even where a write takes several ms.
                 let pause = Duration::from_millis(rand::rng().random_range(10..40));
                 tokio::time::sleep(pause).await;
+                // Counted out before a session expiry too: the server deletes the lease node as
+                // it closes the session, which is before `expire_session` returns, so a next
+                // holder may come in while that call still runs.
                 holders.fetch_sub(1, Ordering::SeqCst);
                 if r > 0.95 {
                     // The holder's session expires: the lease goes with it.
@@ -91,8 +93,11 @@ async fn twenty_contenders_for_three_permits_under_churn() {
         max.load(Ordering::SeqCst)
     );
     assert_eq!(served, 100, "every contender served five times");
-    // The permits were really contended: all three were in use at once at some point.
-    assert_eq!(max.load(Ordering::SeqCst), 3);
+    // The permits were really shared. How often all three overlap depends on how fast the
+    // server grants (a grant is a few synced writes apart from the next) against the 10-40 ms
+    // holds, so that is not asserted here: `each_release_lets_exactly_one_waiter_in` holds all
+    // three and checks that the next contender waits.
+    assert!(max.load(Ordering::SeqCst) >= 2, "leases held at once");
     let raw = zk.raw().await;
     wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
     wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
@@ -237,6 +242,41 @@ async fn a_waiter_whose_session_expires_queues_again_on_the_next_one() {
     assert_ne!(lease.session_id(), first_id.0, "granted on a new session");
     lease.release().await.unwrap();
     wait_children(&raw, &format!("{ROOT}/leases"), 0).await;
+    wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
+}
+
+/// Someone deletes a waiter's lease node while it waits for room: it is told (`Lost`) rather
+/// than granted a lease with no node behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_lease_node_is_deleted_is_told_and_not_granted() {
+    let zk = Zk::start("sem-deleted-waiter").await;
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let semaphore = Arc::new(ZkSemaphore::new(&session, ROOT, 1).unwrap());
+    let held = semaphore.acquire().await.unwrap();
+    let waiting = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    let leases = format!("{ROOT}/leases");
+    wait_children(&raw, &leases, 2).await;
+    let theirs = raw
+        .list_children(&leases)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| !held.path().ends_with(c.as_str()))
+        .unwrap();
+    raw.delete(&format!("{leases}/{theirs}"), None)
+        .await
+        .unwrap();
+    let err = within("the waiter told", 30, waiting)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::Lost { .. }), "{err}");
+    held.release().await.unwrap();
+    wait_children(&raw, &leases, 0).await;
     wait_children(&raw, &format!("{ROOT}/locks"), 0).await;
 }
 
