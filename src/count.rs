@@ -22,8 +22,9 @@ use crate::session::{Epoch, Session};
 pub struct VersionedCount {
     value: i32,
     version: i32,
-    /// Tells a node deleted and created again from the one read (its version restarts at 0).
-    czxid: i64,
+    /// The zxid of the write this value is from: it grows with every change, a node deleted
+    /// and created again included, and tells a stale read (a server behind) from a new one.
+    mzxid: i64,
 }
 
 impl VersionedCount {
@@ -56,7 +57,8 @@ impl VersionedCount {
 /// workers share one.
 ///
 /// A missing node is created with the seed on first use, its parents too (persistent, with the
-/// session's node ACLs). Changes are compare-and-set on the node's version:
+/// session's node ACLs; Curator makes the parents containers, which only matters once they are
+/// empty). Changes are compare-and-set on the node's version:
 /// [`try_set`](ZkSharedCount::try_set) writes only over the value it read, and
 /// [`add`](ZkSharedCount::add) loops on it, so no increment is lost however many processes add
 /// at once. [`changed`](ZkSharedCount::changed) waits, on a watch, for the next value.
@@ -156,11 +158,13 @@ impl ZkSharedCount {
         .await
     }
 
-    /// Sets the count to `value` whatever it was.
+    /// Sets the count to `value` whatever it was (an addition landing at the same moment is
+    /// overwritten: use [`try_set`](ZkSharedCount::try_set) to write over a known value only).
     ///
     /// # Errors
     ///
-    /// As [`get`](ZkSharedCount::get).
+    /// As [`get`](ZkSharedCount::get). [`Error::ConnectionLost`] means the write may or may not
+    /// have landed: it is not sent again, since a repeat could undo a later addition.
     ///
     /// # Cancel safety
     ///
@@ -177,24 +181,25 @@ impl ZkSharedCount {
         async {
             let epoch = self.session.epoch().await?;
             let path = self.path.as_str();
-            let data = value.to_be_bytes();
-            let data = &data;
             loop {
-                // Setting the same value twice is harmless: a lost reply is sent again.
+                // Never sent again after a broken connection: a repeat landing after another
+                // process's addition would undo it.
                 let set = epoch
-                    .retry(path, |c| async move {
-                        match c.set_data(path, data, None).await {
-                            Err(zk::Error::NoNode) => Ok(None),
-                            other => other.map(Some),
-                        }
-                    })
-                    .await?;
-                if let Some(stat) = set {
-                    debug!(version = stat.version, "count set");
-                    return Ok(counted(value, &stat));
+                    .client()?
+                    .set_data(path, &value.to_be_bytes(), None)
+                    .await;
+                match set {
+                    Ok(stat) => {
+                        debug!(version = stat.version, "count set");
+                        return Ok(counted(value, &stat));
+                    }
+                    // Missing: create it (with the seed), then set.
+                    Err(zk::Error::NoNode) => {
+                        self.read(&epoch).await?;
+                    }
+                    Err(e) if connection_lost(&e) => return Err(Error::ConnectionLost),
+                    Err(e) => return Err(epoch.error(e, path)),
                 }
-                // Missing: create it (with the seed), then set.
-                self.read(&epoch).await?;
             }
         }
         .instrument(span)
@@ -289,9 +294,10 @@ impl ZkSharedCount {
         .await
     }
 
-    /// Waits until the count is no longer as `since` read it (a new value, a new version, or
-    /// the node deleted and created again) and returns the new one. Returns at once when it
-    /// already changed. Waits on a watch: nothing is sent while the count stays.
+    /// Waits until the count has been written since `since` was read (a new value, the same
+    /// value written again, or the node deleted and made again) and returns what it is then.
+    /// Returns at once when it already was. Waits on a watch: nothing is sent while the count
+    /// stays. A deleted count is waited for until someone makes it again (it never makes it).
     ///
     /// # Errors
     ///
@@ -321,31 +327,33 @@ impl ZkSharedCount {
                 let watched = epoch
                     .retry(path, |c| async move {
                         match c.get_and_watch_data(path).await {
-                            Err(zk::Error::NoNode) => Ok(None),
-                            other => other.map(Some),
+                            Ok((data, stat, watcher)) => Ok(Watched::Read(data, stat, watcher)),
+                            // Gone: wait for it to be made again (by someone's first use).
+                            Err(zk::Error::NoNode) => match c.check_and_watch_stat(path).await? {
+                                (None, watcher) => Ok(Watched::Missing(watcher)),
+                                (Some(_), _) => Ok(Watched::Made),
+                            },
+                            Err(e) => Err(e),
                         }
                     })
                     .await;
-                let (data, stat, watcher) = match watched {
-                    Ok(Some(watched)) => watched,
-                    // Deleted: it is made again with the seed, which is a change.
-                    Ok(None) => {
-                        let now = self.read(&epoch).await?;
-                        if now != *since {
+                let watcher = match watched {
+                    Ok(Watched::Read(data, stat, watcher)) => {
+                        let now = decode(path, &data, &stat)?;
+                        // A later write only: a server behind may still show an earlier one.
+                        if now.mzxid > since.mzxid {
                             return Ok(now);
                         }
-                        continue;
+                        watcher
                     }
+                    Ok(Watched::Missing(watcher)) => watcher,
+                    Ok(Watched::Made) => continue,
                     Err(Error::SessionExpired) => {
                         epoch.ended().await;
                         continue;
                     }
                     Err(e) => return Err(e),
                 };
-                let now = decode(path, &data, &stat)?;
-                if now != *since {
-                    return Ok(now);
-                }
                 debug!("waiting for the count to change");
                 tokio::select! {
                     event = watcher.changed() => debug!(event = ?event.event_type, "count watch fired"),
@@ -429,11 +437,19 @@ impl ZkSharedCount {
     }
 }
 
+/// What `changed` found on one look.
+enum Watched {
+    Read(Vec<u8>, zk::Stat, zk::OneshotWatcher),
+    Missing(zk::OneshotWatcher),
+    /// Made between the read and the watch: look again.
+    Made,
+}
+
 fn counted(value: i32, stat: &zk::Stat) -> VersionedCount {
     VersionedCount {
         value,
         version: stat.version,
-        czxid: stat.czxid,
+        mzxid: stat.mzxid,
     }
 }
 

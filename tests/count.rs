@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use support::{within, Zk};
+use support::{events, within, Zk};
 use zk_recipes::{Error, SessionState, ZkSharedCount};
 use zk_testcontainers::expire_session;
 use zookeeper_client as zkc;
@@ -85,9 +85,16 @@ async fn try_set_writes_only_over_the_value_it_read() {
     assert_eq!(theirs.get().await.unwrap(), wrote);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changed_wakes_on_another_sessions_write_across_an_expiry_and_a_deletion() {
+/// Counts the library's events (to know the waiter waits), so it runs on a runtime of its own.
+#[test]
+fn changed_wakes_on_another_sessions_write_across_an_expiry_and_a_deletion() {
+    support::counting_events(changed_body());
+}
+
+async fn changed_body() {
     let zk = Zk::start("count-changed").await;
+    let counter = events();
+    let waits = |n| counter.wait_for("waiting for the count to change", n);
     let raw = zk.raw().await;
     let (watching, writing) = (zk.session().await, zk.session().await);
     let count = std::sync::Arc::new(ZkSharedCount::new(&watching, COUNT, 0).unwrap());
@@ -98,20 +105,24 @@ async fn changed_wakes_on_another_sessions_write_across_an_expiry_and_a_deletion
         let count = count.clone();
         tokio::spawn(async move { count.changed(&start).await })
     };
+    waits(1).await;
     let wrote = writer.set(1).await.unwrap();
     let seen = within("the write seen", 30, waiter).await.unwrap().unwrap();
     assert_eq!(seen, wrote);
-    // Already changed: it returns at once.
+    // Already changed: it returns at once. The same value written again is a change too.
     assert_eq!(count.changed(&start).await.unwrap(), wrote);
+    let again = writer.set(1).await.unwrap();
+    assert_eq!(count.changed(&wrote).await.unwrap(), again);
 
     // The watching session expires while it waits: the wait goes on in the next session.
     let waiter = {
         let count = count.clone();
-        tokio::spawn(async move { count.changed(&wrote).await })
+        tokio::spawn(async move { count.changed(&again).await })
     };
+    waits(2).await;
     let info = watching.client().await.unwrap().session().clone();
-    expire_session(&zk.connect, &info).await.unwrap();
     let mut states = watching.watch_state();
+    expire_session(&zk.connect, &info).await.unwrap();
     within("a new session", 30, async {
         loop {
             match *states.borrow_and_update() {
@@ -122,26 +133,37 @@ async fn changed_wakes_on_another_sessions_write_across_an_expiry_and_a_deletion
         }
     })
     .await;
+    // It watches again on the new session.
+    waits(3).await;
     assert!(!waiter.is_finished(), "an expiry is no change of the count");
     let wrote = writer.set(2).await.unwrap();
     let seen = within("the write after the expiry", 30, waiter)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(seen.value(), 2);
     assert_eq!(seen, wrote);
 
-    // Deleted behind its back: made again with the seed, which is a change.
+    // Deleted: it waits until someone makes it again (here the writer's next read, with
+    // its seed).
     let waiter = {
         let count = count.clone();
         tokio::spawn(async move { count.changed(&seen).await })
     };
+    waits(4).await;
     raw.delete(COUNT, None).await.unwrap();
-    let seen = within("the deletion seen", 30, waiter)
+    waits(5).await;
+    assert!(
+        !waiter.is_finished(),
+        "a deleted count is not made again by a waiter"
+    );
+    assert!(raw.check_stat(COUNT).await.unwrap().is_none());
+    let made = writer.get().await.unwrap();
+    let seen = within("the count made again", 30, waiter)
         .await
         .unwrap()
         .unwrap();
     assert_eq!((seen.value(), seen.version()), (0, 0));
+    assert_eq!(seen, made);
 }
 
 #[tokio::test]
