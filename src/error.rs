@@ -159,6 +159,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// A [`ZkGroup`](crate::ZkGroup) member with this id is already in the group, through
+    /// another session. Not retryable as such: two processes should not share an id (wait for
+    /// the other to leave, or pick another id).
+    #[error("{path:?} is another session's group member (session {session_id:#x})")]
+    MemberIdTaken {
+        /// The member's node.
+        path: String,
+        /// The session whose node it is.
+        session_id: i64,
+    },
+
     /// A semaphore needs at least one permit. Not retryable.
     #[error("a semaphore needs at least one permit, not {permits}")]
     InvalidPermits {

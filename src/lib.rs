@@ -64,6 +64,8 @@
 //! - [`ZkSemaphore`]: at most N leases, FIFO (Curator `InterProcessSemaphoreV2` layout).
 //! - [`ZkSharedCount`]: a 32-bit count in one node, compare-and-set on its version (Curator
 //!   `SharedCount` layout).
+//! - [`ZkGroup`]: group membership, a member's node kept across session expiries (Curator
+//!   `GroupMember` layout).
 //! - [`Error`]: the one error type ([`Error::is_retryable`] says which to retry).
 //! - [`zookeeper_client`]: the client crate, re-exported, for [`FencedWrite`]'s operations and
 //!   [`Session::client`].
@@ -124,6 +126,7 @@ mod election;
 mod error;
 mod fence;
 mod grant;
+mod group;
 mod guard;
 mod key;
 mod keyed;
@@ -142,6 +145,7 @@ pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
 pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
+pub use group::{Members, ZkGroup, ZkGroupMember};
 pub use guard::Guard;
 pub use keyed::{ZkLockSpace, ZkLockSpaceGuard};
 pub use mutex::{ZkMutex, ZkMutexGuard};

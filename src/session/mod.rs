@@ -85,6 +85,8 @@ struct Inner {
     shutdown: watch::Sender<bool>,
     /// How deep this session last saw its queues (see `queue/deep.rs`).
     depths: crate::queue::Depths,
+    /// The group members' nodes kept on this session (see `group.rs`): one member per node.
+    members: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// A ZooKeeper session shared by every recipe made from it, with its state published and a
@@ -170,6 +172,7 @@ impl Session {
                 janitor: janitor_tx,
                 shutdown: shutdown_tx,
                 depths: crate::queue::Depths::default(),
+                members: Default::default(),
             }),
         })
     }
@@ -221,6 +224,18 @@ impl Session {
     /// How deep this session last saw its queues, by root.
     pub(crate) fn depths(&self) -> &crate::queue::Depths {
         &self.inner.depths
+    }
+
+    /// Claims `node` for one group member of this session; `false` when another has it.
+    pub(crate) fn claim_member(&self, node: &str) -> bool {
+        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        members.insert(node.to_owned())
+    }
+
+    /// Gives up the claim of [`claim_member`](Self::claim_member).
+    pub(crate) fn release_member(&self, node: &str) {
+        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
+        members.remove(node);
     }
 
     /// The ACLs of the nodes recipes create ([`SessionOptions::node_acls`]).

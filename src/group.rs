@@ -1,0 +1,951 @@
+//! [`ZkGroup`] and [`ZkGroupMember`]: group membership on Curator's `GroupMember` layout, a
+//! member's node kept across session expiries.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, debug_span, info, warn, Instrument};
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+use crate::path::ZkPath;
+use crate::session::{Epoch, Session};
+
+/// How often one registration is tried before its error is returned (a group directory reaped
+/// between its create and the member's, an old node of ours deleted, a lost reply).
+const ATTEMPTS: u32 = 8;
+
+/// The members of a group as read at one moment: each member's id (its node's name) and
+/// payload (its node's data).
+///
+/// ```no_run
+/// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
+/// for (id, payload) in group.members().await?.iter() {
+///     println!("{id}: {}", String::from_utf8_lossy(payload));
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Members {
+    members: BTreeMap<String, Entry>,
+}
+
+/// One member's node: its payload, and what tells a new node or a new payload from the old.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    payload: Vec<u8>,
+    czxid: i64,
+    version: i32,
+}
+
+impl Members {
+    /// The members' ids and payloads, in id order.
+    ///
+    /// ```no_run
+    /// # fn demo(members: zk_recipes::Members) {
+    /// let ids: Vec<&str> = members.iter().map(|(id, _)| id).collect();
+    /// # }
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.members
+            .iter()
+            .map(|(id, e)| (id.as_str(), e.payload.as_slice()))
+    }
+
+    /// The payload of member `id`, if it is in the group.
+    ///
+    /// ```no_run
+    /// # fn demo(members: zk_recipes::Members) {
+    /// if let Some(address) = members.payload("worker-7") { println!("{address:?}"); }
+    /// # }
+    /// ```
+    pub fn payload(&self, id: &str) -> Option<&[u8]> {
+        self.members.get(id).map(|e| e.payload.as_slice())
+    }
+
+    /// Whether member `id` is in the group.
+    ///
+    /// ```no_run
+    /// # fn demo(members: zk_recipes::Members) {
+    /// assert!(members.contains("worker-7"));
+    /// # }
+    /// ```
+    pub fn contains(&self, id: &str) -> bool {
+        self.members.contains_key(id)
+    }
+
+    /// How many members there are.
+    ///
+    /// ```no_run
+    /// # fn demo(members: zk_recipes::Members) {
+    /// println!("{} members", members.len());
+    /// # }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the group is empty.
+    ///
+    /// ```no_run
+    /// # fn demo(members: zk_recipes::Members) {
+    /// if members.is_empty() { println!("nobody"); }
+    /// # }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+/// A group of processes on a ZooKeeper path: each member an ephemeral node `{path}/{id}` whose
+/// data is the member's payload, as Curator's `GroupMember` makes them, so Rust and Java
+/// processes share a group. The directory is created as a container when missing (the server
+/// reaps it once the group is empty), its parents as persistent nodes.
+///
+/// [`join`](ZkGroup::join) makes this process a member for as long as the returned
+/// [`ZkGroupMember`] lives: its node is made again in every new ZooKeeper session after an
+/// expiry, and again if someone deletes it. [`members`](ZkGroup::members) reads the group and
+/// [`changed`](ZkGroup::changed) waits, on watches, until it differs.
+///
+/// # Example
+///
+/// ```no_run
+/// use zk_recipes::{Session, SessionOptions, ZkGroup};
+///
+/// # async fn demo() -> Result<(), zk_recipes::Error> {
+/// let session = Session::connect(SessionOptions::new("127.0.0.1:2181")).await?;
+/// let group = ZkGroup::new(&session, "/services/billing")?;
+/// let me = group.join("worker-7", b"10.0.0.7:8080").await?;
+///
+/// let mut members = group.members().await?;
+/// loop {
+///     println!("{} members", members.len());
+///     members = group.changed(&members).await?;
+/// #   break;
+/// }
+/// me.leave().await?;
+/// # Ok(()) }
+/// ```
+pub struct ZkGroup {
+    session: Session,
+    path: ZkPath,
+}
+
+impl fmt::Debug for ZkGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkGroup")
+            .field("path", &self.path.as_str())
+            .finish()
+    }
+}
+
+impl ZkGroup {
+    /// A group on `path` (relative to the session's chroot). Nothing is sent to ZooKeeper here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] for a malformed path.
+    ///
+    /// ```no_run
+    /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
+    /// let group = zk_recipes::ZkGroup::new(session, "/services/billing")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(session: &Session, path: &str) -> Result<ZkGroup> {
+        Ok(ZkGroup {
+            session: session.clone(),
+            path: ZkPath::new(path)?,
+        })
+    }
+
+    /// The group's path.
+    ///
+    /// ```no_run
+    /// # fn demo(group: zk_recipes::ZkGroup) {
+    /// assert_eq!(group.path(), "/services/billing");
+    /// # }
+    /// ```
+    pub fn path(&self) -> &str {
+        self.path.as_str()
+    }
+
+    /// Joins the group as `id` with `payload`: returns once the member's node exists. The node
+    /// is kept (made again after a session expiry or a deletion) until
+    /// [`leave`](ZkGroupMember::leave) or the member is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] for an id that is not one node name,
+    /// [`Error::TooLarge`] for a payload over the server's limit,
+    /// [`Error::MemberIdTaken`] when another session's member has the id, or another member
+    /// of this session (one member per id and session),
+    /// [`Error::NoAuth`], [`Error::UnsuitableRoot`] (below an ephemeral node),
+    /// [`Error::SessionExpired`], [`Error::SessionClosed`], [`Error::ConnectionLost`] or
+    /// [`Error::Unreachable`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a node already made when the future is dropped is deleted in the
+    /// background.
+    ///
+    /// ```no_run
+    /// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
+    /// let me = group.join("worker-7", b"10.0.0.7:8080").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn join(&self, id: &str, payload: &[u8]) -> Result<ZkGroupMember> {
+        let node = ZkPath::new(self.path.child(id))?;
+        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+            return Err(Error::InvalidPath {
+                path: node.as_str().to_owned(),
+                reason: "a member id is one node name",
+            });
+        }
+        self.session
+            .check_size("a group member's node", node.as_str().len() + payload.len())?;
+        let span = debug_span!("join", path = %node);
+        async {
+            // One member per node on a session: a second would share the first's node.
+            let claim = Claim::new(&self.session, node.as_str())?;
+            let epoch = self.session.epoch().await?;
+            let keeper = Arc::new(Keeper {
+                session: self.session.clone(),
+                group: self.path.clone(),
+                node: node.as_str().to_owned(),
+                payload: Mutex::new(payload.to_vec()),
+                ours: Mutex::new(Vec::new()),
+            });
+            // The registration runs in a task of its own, which deletes the node it made
+            // unless this future takes the member (`taken`), so that a dropped join leaves
+            // nothing behind whenever it is dropped.
+            let (made_tx, made) = tokio::sync::oneshot::channel::<Result<Claim>>();
+            let (taken, taken_rx) = tokio::sync::oneshot::channel::<()>();
+            let registering = {
+                let (keeper, epoch) = (keeper.clone(), epoch.clone());
+                async move {
+                    match keeper.register(&epoch).await {
+                        Err(e) => {
+                            // A create may have landed before the error (a lost reply, a
+                            // broken connection): the node must not stay.
+                            let _ = keeper.delete_if_ours(&epoch).await;
+                            drop(claim);
+                            let _ = made_tx.send(Err(e));
+                        }
+                        Ok(()) => match made_tx.send(Ok(claim)) {
+                            // The join is gone: so must the node be.
+                            Err(claim) => {
+                                let _ = keeper.delete_if_ours(&epoch).await;
+                                drop(claim);
+                            }
+                            Ok(()) => {
+                                if taken_rx.await.is_err() {
+                                    let _ = keeper.delete_if_ours(&epoch).await;
+                                }
+                            }
+                        },
+                    }
+                }
+            };
+            tokio::spawn(registering.in_current_span());
+            let claim = made
+                .await
+                .map_err(|_| Error::unexpected("the registration task ended".to_owned()))??;
+            // No await from here on: the member is built and the task told at once.
+            let (stop, stopped) = watch::channel(false);
+            let (registered_tx, registered) = watch::channel(true);
+            let task = tokio::spawn(
+                keeper
+                    .clone()
+                    .keep(epoch, stopped, registered_tx, claim)
+                    .in_current_span(),
+            );
+            let _ = taken.send(());
+            info!(id, "joined the group");
+            Ok(ZkGroupMember {
+                keeper,
+                id: id.to_owned(),
+                stop,
+                registered,
+                task: Some(task),
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Reads the group: every member's id and payload (one listing, then the members' data
+    /// in one pipelined burst). An absent group has no members.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoAuth`], [`Error::SessionExpired`], [`Error::SessionClosed`],
+    /// [`Error::ConnectionLost`] or [`Error::Unreachable`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// ```no_run
+    /// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
+    /// let members = group.members().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn members(&self) -> Result<Members> {
+        let span = debug_span!("members", path = %self.path);
+        async {
+            let epoch = self.session.epoch().await?;
+            Ok(self.read(&epoch, false).await?.0)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Waits until the group is no longer as `since` read it (a member joined or left, or a
+    /// payload changed, or a member's node was made again) and returns it. Returns at once
+    /// when it already differs. Waits on watches (the listing and every member's data): nothing
+    /// is sent while the group stays.
+    ///
+    /// # Errors
+    ///
+    /// As [`members`](ZkGroup::members). A session that expires meanwhile is followed to the
+    /// next one; [`Error::SessionClosed`] ends the wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads (and leaves one-shot watches behind, which the server drops
+    /// when they fire).
+    ///
+    /// ```no_run
+    /// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
+    /// let mut members = group.members().await?;
+    /// loop {
+    ///     members = group.changed(&members).await?;
+    ///     println!("{} members now", members.len());
+    /// }
+    /// # }
+    /// ```
+    pub async fn changed(&self, since: &Members) -> Result<Members> {
+        let span = debug_span!("group_changed", path = %self.path);
+        async {
+            loop {
+                let epoch = self.session.epoch().await?;
+                let (now, mut watches) = match self.read(&epoch, true).await {
+                    Err(Error::SessionExpired) => {
+                        epoch.ended().await;
+                        continue;
+                    }
+                    other => other?,
+                };
+                if now != *since {
+                    return Ok(now);
+                }
+                debug!(members = now.len(), "waiting for the group to change");
+                tokio::select! {
+                    fired = watches.join_next() => debug!(event = ?fired, "group watch fired"),
+                    // A new session: read (and watch) again there.
+                    _ = epoch.ended() => {}
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The group as it is, with a watch on the listing (or on the directory's creation) and on
+    /// each member's data when `watch` is set.
+    async fn read(&self, epoch: &Epoch, watch: bool) -> Result<(Members, Watches)> {
+        let path = self.path.as_str();
+        let mut watches = Watches::new();
+        let children = if watch {
+            let listed = epoch
+                .retry(path, |c| async move {
+                    match c.get_and_watch_children(path).await {
+                        Ok((children, _, watcher)) => Ok(Ok((children, watcher))),
+                        Err(zk::Error::NoNode) => {
+                            // Watch for the group's creation instead.
+                            let (stat, watcher) = c.check_and_watch_stat(path).await?;
+                            Ok(Err((stat.is_some(), watcher)))
+                        }
+                        Err(e) => Err(e),
+                    }
+                })
+                .await?;
+            match listed {
+                Ok((children, watcher)) => {
+                    watches.spawn(async move { watcher.changed().await.event_type });
+                    children
+                }
+                Err((created_meanwhile, watcher)) => {
+                    watches.spawn(async move { watcher.changed().await.event_type });
+                    if created_meanwhile {
+                        // Made between the two requests: read again (the watch fires too).
+                        watches.spawn(async { zk::EventType::NodeCreated });
+                    }
+                    Vec::new()
+                }
+            }
+        } else {
+            epoch
+                .retry(path, |c| async move {
+                    match c.list_children(path).await {
+                        Err(zk::Error::NoNode) => Ok(Vec::new()),
+                        other => other,
+                    }
+                })
+                .await?
+        };
+        let mut members = Members::default();
+        if children.is_empty() {
+            return Ok((members, watches));
+        }
+        let mut losses = 0;
+        'read: loop {
+            let client = epoch.client()?;
+            let paths: Vec<String> = children.iter().map(|id| self.path.child(id)).collect();
+            // zookeeper-client sends a request when it is called: every read is on its way
+            // before the first reply is awaited.
+            let mut replies = Vec::with_capacity(paths.len());
+            for p in &paths {
+                replies.push(if watch {
+                    Reply::Watched(client.get_and_watch_data(p))
+                } else {
+                    Reply::Plain(Box::pin(client.get_data(p)))
+                });
+            }
+            for ((id, p), reply) in children.iter().zip(&paths).zip(replies) {
+                let reply = match reply {
+                    Reply::Watched(f) => f.await.map(|(d, s, w)| (d, s, Some(w))),
+                    Reply::Plain(f) => f.await.map(|(d, s)| (d, s, None)),
+                };
+                match reply {
+                    Ok((payload, stat, watcher)) => {
+                        if let Some(watcher) = watcher {
+                            watches.spawn(async move { watcher.changed().await.event_type });
+                        }
+                        members.members.insert(
+                            id.clone(),
+                            Entry {
+                                payload,
+                                czxid: stat.czxid,
+                                version: stat.version,
+                            },
+                        );
+                    }
+                    // Gone since the listing: the listing's watch says so.
+                    Err(zk::Error::NoNode) => {}
+                    Err(e) if crate::error::connection_lost(&e) => {
+                        epoch.after_loss(&mut losses).await?;
+                        members = Members::default();
+                        continue 'read;
+                    }
+                    Err(e) => return Err(epoch.error(e, p)),
+                }
+            }
+            return Ok((members, watches));
+        }
+    }
+}
+
+/// A member's data on its way: with a watch, or without.
+enum Reply<W, P> {
+    Watched(W),
+    Plain(std::pin::Pin<Box<P>>),
+}
+
+/// Watches waited on together; dropping the set stops waiting (the one-shot watches stay on
+/// the server until they fire).
+struct Watches(tokio::task::JoinSet<zk::EventType>);
+
+impl Watches {
+    fn new() -> Watches {
+        Watches(tokio::task::JoinSet::new())
+    }
+
+    fn spawn(&mut self, watch: impl std::future::Future<Output = zk::EventType> + Send + 'static) {
+        self.0.spawn(watch);
+    }
+
+    /// The first watch to fire (or nothing, forever, when there is none).
+    async fn join_next(&mut self) -> Option<zk::EventType> {
+        match self.0.join_next().await {
+            Some(fired) => fired.ok(),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// This process's membership of a group, from [`ZkGroup::join`]: its node is kept until
+/// [`leave`](ZkGroupMember::leave), or until the member is dropped (the node is then deleted in
+/// the background).
+///
+/// Kept means: after a session expiry, the node is made again in the next ZooKeeper session;
+/// after someone deletes it, it is made again at once. A node of an earlier session of ours
+/// still in the way (a session this process gave up after a long disconnection, which may
+/// live on at the server until it times out) is deleted first. Another process's member with the same id is never deleted: this member
+/// stays out (a WARN event says so) until that node goes.
+///
+/// ```no_run
+/// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
+/// let me = group.join("worker-7", b"10.0.0.7:8080").await?;
+/// me.set_payload(b"10.0.0.7:9090").await?;
+/// me.leave().await?;
+/// # Ok(()) }
+/// ```
+pub struct ZkGroupMember {
+    keeper: Arc<Keeper>,
+    id: String,
+    stop: watch::Sender<bool>,
+    registered: watch::Receiver<bool>,
+    task: Option<tokio::task::JoinHandle<Result<()>>>,
+}
+
+impl fmt::Debug for ZkGroupMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkGroupMember")
+            .field("node", &self.keeper.node)
+            .field("registered", &*self.registered.borrow())
+            .finish()
+    }
+}
+
+impl ZkGroupMember {
+    /// The member's id.
+    ///
+    /// ```no_run
+    /// # fn demo(me: zk_recipes::ZkGroupMember) {
+    /// assert_eq!(me.id(), "worker-7");
+    /// # }
+    /// ```
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The member's node, `{group}/{id}`.
+    ///
+    /// ```no_run
+    /// # fn demo(me: zk_recipes::ZkGroupMember) {
+    /// assert_eq!(me.path(), "/services/billing/worker-7");
+    /// # }
+    /// ```
+    pub fn path(&self) -> &str {
+        &self.keeper.node
+    }
+
+    /// Whether the member's node exists as this session's right now, as far as the keeper
+    /// knows (`false` between a session expiry or a deletion and the node being made again).
+    ///
+    /// ```no_run
+    /// # fn demo(me: zk_recipes::ZkGroupMember) {
+    /// if !me.is_registered() { println!("out of the group for now"); }
+    /// # }
+    /// ```
+    pub fn is_registered(&self) -> bool {
+        *self.registered.borrow()
+    }
+
+    /// Changes the member's payload: the node's data now, and the payload its node is made
+    /// with from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`], and as [`ZkGroup::members`]. While the node is not ours (after a
+    /// session expiry, before the keeper made it again, or while another session's member
+    /// holds the id) only the kept payload changes, and the node is made with it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in effect: a write already sent may still land after the future is
+    /// dropped; the kept payload is the new one either way.
+    ///
+    /// ```no_run
+    /// # async fn demo(me: zk_recipes::ZkGroupMember) -> Result<(), zk_recipes::Error> {
+    /// me.set_payload(b"draining").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_payload(&self, payload: &[u8]) -> Result<()> {
+        let node = self.keeper.node.as_str();
+        self.keeper
+            .session
+            .check_size("a group member's node", node.len() + payload.len())?;
+        *lock(&self.keeper.payload) = payload.to_vec();
+        let epoch = self.keeper.session.epoch().await?;
+        self.keeper.write_payload(&epoch).await?;
+        debug!(node, "member payload set");
+        Ok(())
+    }
+
+    /// Leaves the group: stops keeping the node and deletes it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SessionClosed`], [`Error::ConnectionLost`] (the node is then deleted in the
+    /// background, or goes with the session).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the member is already stopped; a dropped future leaves the delete to the
+    /// background.
+    ///
+    /// ```no_run
+    /// # async fn demo(me: zk_recipes::ZkGroupMember) -> Result<(), zk_recipes::Error> {
+    /// me.leave().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn leave(mut self) -> Result<()> {
+        let _ = self.stop.send(true);
+        let left = match self.task.take() {
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| Err(Error::unexpected(format!("the keeper failed: {e}")))),
+            None => Ok(()),
+        };
+        info!(id = self.id, "left the group");
+        left
+    }
+}
+
+impl Drop for ZkGroupMember {
+    fn drop(&mut self) {
+        // The keeper deletes the node (if it is ours) as it stops, in the background.
+        let _ = self.stop.send(true);
+    }
+}
+
+/// A group member's node claimed on its session: one member per node (given up on drop).
+struct Claim {
+    session: Session,
+    node: String,
+}
+
+impl Claim {
+    fn new(session: &Session, node: &str) -> Result<Claim> {
+        if !session.claim_member(node) {
+            return Err(Error::MemberIdTaken {
+                path: node.to_owned(),
+                session_id: session.session_id().unwrap_or(0),
+            });
+        }
+        Ok(Claim {
+            session: session.clone(),
+            node: node.to_owned(),
+        })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.session.release_member(&self.node);
+    }
+}
+
+/// What keeps a member's node.
+struct Keeper {
+    session: Session,
+    group: ZkPath,
+    node: String,
+    payload: Mutex<Vec<u8>>,
+    /// The ids of the sessions this member's node was made in.
+    ours: Mutex<Vec<i64>>,
+}
+
+impl Keeper {
+    fn is_ours(&self, owner: i64) -> bool {
+        lock(&self.ours).contains(&owner)
+    }
+
+    /// Makes the member's node on `epoch` (its parents too), unless it is there as ours.
+    async fn register(&self, epoch: &Epoch) -> Result<()> {
+        let node = self.node.as_str();
+        let ephemeral = &zk::CreateMode::Ephemeral.with_acls(self.session.acls());
+        {
+            let mut ours = lock(&self.ours);
+            if !ours.contains(&epoch.id()) {
+                ours.push(epoch.id());
+            }
+        }
+        for _ in 0..ATTEMPTS {
+            let payload = lock(&self.payload).clone();
+            let sent = payload.as_slice();
+            let made = epoch
+                .retry(node, |c| async move {
+                    match c.create(node, sent, ephemeral).await {
+                        Ok(_) => Ok(Ok(())),
+                        Err(e @ (zk::Error::NodeExists | zk::Error::NoNode)) => Ok(Err(e)),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await?;
+            match made {
+                Ok(()) => {
+                    debug!(node, "member node made");
+                    // A payload set while the create was on its way: write it now.
+                    if *lock(&self.payload) != payload {
+                        self.write_payload(epoch).await?;
+                    }
+                    return Ok(());
+                }
+                Err(zk::Error::NoNode) => self.make_group(epoch).await?,
+                Err(_) => {
+                    let Some(stat) = epoch
+                        .retry(node, |c| async move { c.check_stat(node).await })
+                        .await?
+                    else {
+                        continue;
+                    };
+                    let owner = stat.ephemeral_owner;
+                    if owner == epoch.id() {
+                        // Ours (the claim rules out another member of this session): a create
+                        // whose reply was lost.
+                        if *lock(&self.payload) != payload
+                            || stat.data_length as usize != payload.len()
+                        {
+                            self.write_payload(epoch).await?;
+                        }
+                        return Ok(());
+                    }
+                    if !self.is_ours(owner) {
+                        return Err(Error::MemberIdTaken {
+                            path: node.to_owned(),
+                            session_id: owner,
+                        });
+                    }
+                    debug!(
+                        node,
+                        owner = format_args!("{owner:#x}"),
+                        "deleting our earlier session's node"
+                    );
+                    self.delete_version(epoch, stat.version).await?;
+                }
+            }
+        }
+        Err(Error::unexpected(format!(
+            "{node} could not be made in {ATTEMPTS} attempts"
+        )))
+    }
+
+    /// Writes the kept payload into the node if it is this session's (never into another
+    /// session's member); nothing when it is not.
+    async fn write_payload(&self, epoch: &Epoch) -> Result<()> {
+        let node = self.node.as_str();
+        for _ in 0..ATTEMPTS {
+            let Some(stat) = epoch
+                .retry(node, |c| async move { c.check_stat(node).await })
+                .await?
+            else {
+                return Ok(());
+            };
+            if stat.ephemeral_owner != epoch.id() {
+                return Ok(());
+            }
+            let payload = lock(&self.payload).clone();
+            let payload = payload.as_slice();
+            let version = Some(stat.version);
+            let written = epoch
+                .retry(node, |c| async move {
+                    match c.set_data(node, payload, version).await {
+                        Ok(_) => Ok(true),
+                        // Written meanwhile (a resent write of ours, or a later payload).
+                        Err(zk::Error::BadVersion) => Ok(false),
+                        Err(zk::Error::NoNode) => Ok(true),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await?;
+            if written {
+                return Ok(());
+            }
+        }
+        Err(Error::unexpected(format!(
+            "the payload of {node} could not be written in {ATTEMPTS} attempts"
+        )))
+    }
+
+    /// Deletes the node at `version` (an earlier session's of ours, or ours); gone already is
+    /// as good.
+    async fn delete_version(&self, epoch: &Epoch, version: i32) -> Result<()> {
+        let node = self.node.as_str();
+        epoch
+            .retry(node, |c| async move {
+                match c.delete(node, Some(version)).await {
+                    Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
+                    other => other,
+                }
+            })
+            .await
+    }
+
+    /// Deletes the member's node if it is one of our sessions' (looking again after a broken
+    /// connection for as long as the session lives, as every delete of ours does).
+    async fn delete_if_ours(&self, epoch: &Epoch) -> Result<()> {
+        let node = self.node.as_str();
+        loop {
+            let stat = match epoch.client()?.check_stat(node).await {
+                Ok(stat) => stat,
+                Err(e) if crate::error::connection_lost(&e) => {
+                    epoch.until_reconnected().await;
+                    continue;
+                }
+                Err(e) => return Err(epoch.error(e, node)),
+            };
+            let Some(stat) = stat.filter(|s| self.is_ours(s.ephemeral_owner)) else {
+                return Ok(());
+            };
+            match epoch.client()?.delete(node, Some(stat.version)).await {
+                Ok(()) | Err(zk::Error::NoNode) => {
+                    debug!(node, "member node deleted");
+                    return Ok(());
+                }
+                // Changed since we looked (a payload of ours written late): look again.
+                Err(zk::Error::BadVersion) => {}
+                Err(e) if crate::error::connection_lost(&e) => epoch.until_reconnected().await,
+                Err(e) => return Err(epoch.error(e, node)),
+            }
+        }
+    }
+
+    /// The group's directory as a container, its parents persistent.
+    async fn make_group(&self, epoch: &Epoch) -> Result<()> {
+        let group = self.group.as_str();
+        let parent = self.group.parent();
+        let persistent = &zk::CreateMode::Persistent.with_acls(self.session.acls());
+        let container = &zk::CreateMode::Container.with_acls(self.session.acls());
+        if parent != "/" {
+            epoch
+                .retry(parent, |c| async move { c.mkdir(parent, persistent).await })
+                .await?;
+        }
+        epoch
+            .retry(group, |c| async move {
+                match c.create(group, &[], container).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
+
+    /// Stops keeping: deletes the node if it is ours. A session that is over took the node
+    /// with it.
+    async fn stop(&self, epoch: &Epoch, registered: &watch::Sender<bool>) -> Result<()> {
+        let _ = registered.send(false);
+        match self.delete_if_ours(epoch).await {
+            Err(Error::SessionExpired | Error::SessionClosed) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Keeps the node until stopped: watches it, and makes it again when it is deleted or its
+    /// session ends. Stopped, it deletes the node if it is ours.
+    async fn keep(
+        self: Arc<Self>,
+        mut epoch: Arc<Epoch>,
+        mut stopped: watch::Receiver<bool>,
+        registered: watch::Sender<bool>,
+        _claim: Claim,
+    ) -> Result<()> {
+        let node = self.node.as_str();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let step = async {
+                if epoch.is_lost() {
+                    let _ = registered.send(false);
+                    match self.session.epoch().await {
+                        Ok(next) => epoch = next,
+                        Err(Error::SessionClosed) => return Step::Closed,
+                        // No new session yet: ask again.
+                        Err(_) => return Step::Again,
+                    }
+                }
+                // Watch our node on this session until it goes (or the session does).
+                let watched = epoch
+                    .retry(node, |c| async move { c.check_and_watch_stat(node).await })
+                    .await;
+                match watched {
+                    Ok((Some(stat), watcher)) if stat.ephemeral_owner == epoch.id() => {
+                        let _ = registered.send(true);
+                        pause = Duration::from_millis(100);
+                        tokio::select! {
+                            event = watcher.changed() => debug!(event = ?event.event_type, "member watch fired"),
+                            _ = epoch.ended() => {}
+                        }
+                        return Step::Again;
+                    }
+                    Ok((Some(stat), watcher)) if !self.is_ours(stat.ephemeral_owner) => {
+                        // Another process's member has the id: stay out until its node goes.
+                        let _ = registered.send(false);
+                        warn!(
+                            node,
+                            owner = format_args!("{:#x}", stat.ephemeral_owner),
+                            "another session's member has this id; waiting for it to leave"
+                        );
+                        tokio::select! {
+                            _ = watcher.changed() => {}
+                            _ = epoch.ended() => {}
+                        }
+                        return Step::Again;
+                    }
+                    // Missing, or an earlier session's of ours: make it (below).
+                    Ok(_) => {}
+                    Err(e) if !epoch.is_lost() => {
+                        warn!(node, error = %e, "cannot watch the group member's node; trying again");
+                        return Step::Pause;
+                    }
+                    Err(_) => return Step::Again,
+                }
+                let _ = registered.send(false);
+                match self.register(&epoch).await {
+                    Ok(()) => {
+                        info!(node, "group member registered again");
+                        Step::Again
+                    }
+                    Err(Error::MemberIdTaken { .. }) => Step::Again,
+                    Err(e) => {
+                        warn!(node, error = %e, "group member not registered; trying again");
+                        Step::Pause
+                    }
+                }
+            };
+            let step = tokio::select! {
+                step = step => step,
+                _ = until_stopped(&mut stopped) => Step::Stopped,
+            };
+            match step {
+                Step::Again => {}
+                Step::Pause => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = until_stopped(&mut stopped) => return self.stop(&epoch, &registered).await,
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(10));
+                }
+                Step::Stopped => return self.stop(&epoch, &registered).await,
+                Step::Closed => return Ok(()),
+            }
+        }
+    }
+}
+
+/// What one pass of the keeper's loop ended with.
+enum Step {
+    /// Look at the node again.
+    Again,
+    /// Look again after a pause (an error).
+    Pause,
+    /// Leave: delete the node if it is ours.
+    Stopped,
+    /// The session was closed: the node went with it.
+    Closed,
+}
+
+/// Resolves once the member is told to stop (or its handle is gone).
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: not kept.
+    let _ = stopped.wait_for(|s| *s).await.is_ok();
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
