@@ -8,7 +8,9 @@
 //!   permits, each side counting the other's leases;
 //! - `LeaderLatch` and `LeaderElection`: one leader at a time, leadership passing both ways;
 //! - `SharedCount` and `ZkSharedCount`: increments from both sides at once, none lost, each
-//!   side reading the other's 4-byte values.
+//!   side reading the other's 4-byte values;
+//! - `GroupMember` and `ZkGroup`: each side sees the other's member and payload, and its
+//!   leaving.
 //!
 //! The Java worker is `examples/bench-peers/CuratorInterop.java`, compiled with `javac` against
 //! Debian's Curator jars in /usr/share/java (`apt-get install -y --no-install-recommends
@@ -28,7 +30,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
-    FencingToken, LeaderElection, Leadership, Session, ZkLockSpace, ZkMutex, ZkRwLock,
+    FencingToken, LeaderElection, Leadership, Session, ZkGroup, ZkLockSpace, ZkMutex, ZkRwLock,
     ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease, ZkSharedCount,
 };
 use zk_testcontainers::scaled;
@@ -45,6 +47,8 @@ const ELECTION_ROOT: &str = "/interop/election";
 /// The shared count's parent (created persistent) and the count, which both sides create.
 const COUNT_PARENT: &str = "/interop/counters";
 const COUNT: &str = "/interop/counters/jobs";
+/// The group both sides join (created persistent).
+const GROUP_ROOT: &str = "/interop/group";
 /// The shared "resource": an ephemeral node each holder creates on entry and deletes on exit.
 const INSIDE: &str = "/interop-inside";
 /// The resource of the recipes that may share: a persistent node whose data lists who is
@@ -292,7 +296,12 @@ impl Java {
 
     /// Waits for the worker to exit, checks that it succeeded, entered and left every round in
     /// order and finished; what it printed.
-    async fn finish(mut self) -> JavaRun {
+    async fn finish(self) -> JavaRun {
+        self.finish_rounds(ROUNDS).await
+    }
+
+    /// As [`finish`](Java::finish), for a worker run with `--rounds rounds`.
+    async fn finish_rounds(mut self, rounds: usize) -> JavaRun {
         let what = format!("the Java {} to exit", self.what);
         let status = within(&what, 15, self.child.wait()).await.unwrap();
         let run = self.output.take().unwrap().await.unwrap();
@@ -303,11 +312,11 @@ impl Java {
             "the Java {} failed ({status}): stdout {rest:?}, stderr: {stderr}",
             self.what
         );
-        let expected: Vec<Marker> = (0..ROUNDS)
+        let expected: Vec<Marker> = (0..rounds)
             .flat_map(|t| [Marker::In(t), Marker::Out(t)])
             .collect();
         assert_eq!(run.markers, expected, "Java's IN/OUT markers");
-        assert_eq!(*rest, vec![format!("JAVA DONE {ROUNDS}")]);
+        assert_eq!(*rest, vec![format!("JAVA DONE {rounds}")]);
         run
     }
 }
@@ -1005,4 +1014,52 @@ async fn rust_and_curator_increments_of_one_shared_count_are_none_of_them_lost()
     );
     let (data, _) = interop.raw.get_data(COUNT).await.unwrap();
     assert_eq!(data, total.to_be_bytes());
+}
+
+/// A Java `GroupMember` and a Rust `ZkGroup` member in one group: each side sees both members
+/// with their payloads, and Rust sees the Java member leave when its worker ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_curator_group_members_see_each_other() {
+    let Some(interop) = Interop::start("interop-group", GROUP_ROOT).await else {
+        return;
+    };
+    let mut java = interop.java(
+        "java",
+        "group",
+        GROUP_ROOT,
+        &["--rounds", "1", "--permits", "2"],
+    );
+    java.ready().await;
+    let session = interop.zk.session().await;
+    let group = ZkGroup::new(&session, GROUP_ROOT).unwrap();
+    let member = group.join("rust", b"payload-rust").await.unwrap();
+    // Rust sees the Java member and its payload.
+    let both = within("both members seen from Rust", 30, async {
+        let mut members = group.members().await.unwrap();
+        while members.len() < 2 {
+            members = group.changed(&members).await.unwrap();
+        }
+        members
+    })
+    .await;
+    assert_eq!(both.payload("java"), Some(&b"payload-java"[..]));
+    assert_eq!(both.payload("rust"), Some(&b"payload-rust"[..]));
+    // Java sees the Rust member and its payload.
+    java.go().await;
+    let run = java.finish_rounds(1).await;
+    assert_eq!(
+        run.entries[0].holders,
+        ["java=payload-java", "rust=payload-rust"]
+    );
+    // The Java worker closed its member as it ended.
+    within("the Java member gone", 30, async {
+        let mut members = group.members().await.unwrap();
+        while members.contains("java") {
+            members = group.changed(&members).await.unwrap();
+        }
+    })
+    .await;
+    member.leave().await.unwrap();
+    assert!(group.members().await.unwrap().is_empty());
+    session.close().await;
 }

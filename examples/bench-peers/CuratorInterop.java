@@ -14,6 +14,10 @@
 //   count         one increment of SharedCount(--root, seed 0), by trySetCount until it lands;
 //                 its "JAVA IN" line ends " count=<the value it wrote>" (no --inside/--holders
 //                 check; --wait-go waits for one line before the first round, none after)
+//   group         a GroupMember(--root, --name, payload "payload-<name>") for the whole run;
+//                 each round (after its line on stdin with --wait-go) waits until the member
+//                 sees --permits members, and its "JAVA IN" line ends " holders=<id>=<payload>,..."
+//                 (the members it sees, in id order)
 //
 // How a round checks that it is not inside with anyone it must exclude:
 //   --inside PATH   creates the EPHEMERAL node PATH on entry and deletes it on exit: NodeExists
@@ -41,6 +45,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
@@ -50,6 +56,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.framework.recipes.shared.VersionedValue;
 import org.apache.curator.retry.RetryNTimes;
@@ -242,7 +249,7 @@ public final class CuratorInterop {
         boolean exclusive;
         switch (recipeName) {
             case "mutex": case "rwlock-write": case "election": exclusive = true; break;
-            case "rwlock-read": case "semaphore": case "count": exclusive = false; break;
+            case "rwlock-read": case "semaphore": case "count": case "group": exclusive = false; break;
             default: throw new IllegalArgumentException("unknown recipe " + recipeName);
         }
         // How many may be inside together: a semaphore's permits; readers without limit.
@@ -267,6 +274,10 @@ public final class CuratorInterop {
             }
             if (recipeName.equals("count")) {
                 count(client, root, rounds, waitGo);
+                return;
+            }
+            if (recipeName.equals("group")) {
+                group(client, root, name, rounds, permits, waitGo, timeoutMs);
                 return;
             }
             Recipe recipe;
@@ -341,6 +352,41 @@ public final class CuratorInterop {
             System.out.flush();
             client.close();
             System.exit(code);
+        }
+    }
+
+    /** --recipe group: one GroupMember; each round prints the members it sees. */
+    static void group(CuratorFramework client, String path, String name, int rounds,
+            int expected, boolean waitGo, long timeoutMs) throws Exception {
+        byte[] payload = ("payload-" + name).getBytes(StandardCharsets.UTF_8);
+        GroupMember member = new GroupMember(client, path, name, payload);
+        member.start();
+        try {
+            System.out.println("JAVA READY");
+            System.out.flush();
+            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
+            for (int t = 0; t < rounds; t++) {
+                if (waitGo) {
+                    awaitGo(stdin);
+                }
+                // GroupMember reads a cache that follows the group on watches: give it time.
+                long deadline = System.currentTimeMillis() + timeoutMs;
+                Map<String, byte[]> now = member.getCurrentMembers();
+                while (now.size() != expected && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(10);
+                    now = member.getCurrentMembers();
+                }
+                List<String> seen = new ArrayList<>();
+                for (Map.Entry<String, byte[]> e : new TreeMap<>(now).entrySet()) {
+                    seen.add(e.getKey() + "=" + new String(e.getValue(), StandardCharsets.UTF_8));
+                }
+                System.out.println("JAVA IN " + t + " holders=" + String.join(",", seen));
+                System.out.println("JAVA OUT " + t);
+                System.out.flush();
+            }
+            System.out.println("JAVA DONE " + rounds);
+        } finally {
+            member.close();
         }
     }
 
