@@ -412,7 +412,7 @@ impl ZkGroup {
                 replies.push(if watch {
                     Reply::Watched(client.get_and_watch_data(p))
                 } else {
-                    Reply::Plain(Box::pin(client.get_data(p)))
+                    Reply::Plain(client.get_data(p))
                 });
             }
             for ((id, p), reply) in children.iter().zip(&paths).zip(replies) {
@@ -452,7 +452,7 @@ impl ZkGroup {
 /// A member's data on its way: with a watch, or without.
 enum Reply<W, P> {
     Watched(W),
-    Plain(std::pin::Pin<Box<P>>),
+    Plain(P),
 }
 
 /// Watches waited on together; dropping the set stops waiting (the one-shot watches stay on
