@@ -25,6 +25,25 @@ async fn members_until(group: &ZkGroup, what: &str, until: impl Fn(&Members) -> 
     .await
 }
 
+/// Waits (on watches) until `path`'s stat (`None`: no node) satisfies `until`, and returns it.
+async fn stat_until(
+    raw: &zkc::Client,
+    what: &str,
+    path: &str,
+    until: impl Fn(Option<&zkc::Stat>) -> bool,
+) -> Option<zkc::Stat> {
+    within(what, 30, async {
+        loop {
+            let (stat, watcher) = raw.check_and_watch_stat(path).await.unwrap();
+            if until(stat.as_ref()) {
+                return stat;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_payloads_and_leaves_are_seen_by_another_session() {
     let zk = Zk::start("group-basics").await;
@@ -95,18 +114,11 @@ async fn a_member_is_made_again_after_its_session_expires_and_after_a_deletion()
     // with the payload it has now.
     let info = joining.client().await.unwrap().session().clone();
     expire_session(&zk.connect, &info).await.unwrap();
-    let back = within("the node made again", 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(&node).await.unwrap();
-            match stat {
-                Some(stat) if stat.czxid != first.czxid => return stat,
-                _ => {
-                    watcher.changed().await;
-                }
-            }
-        }
+    let back = stat_until(&raw, "the node made again", &node, |s| {
+        s.is_some_and(|s| s.czxid != first.czxid)
     })
-    .await;
+    .await
+    .unwrap();
     assert_ne!(back.ephemeral_owner, info.id().0, "the new session's");
     assert_eq!(Some(back.ephemeral_owner), joining.session_id());
     assert_eq!(raw.get_data(&node).await.unwrap().0, b"v2");
@@ -115,18 +127,11 @@ async fn a_member_is_made_again_after_its_session_expires_and_after_a_deletion()
 
     // Deleted behind its back: made again at once, in the same session.
     raw.delete(&node, None).await.unwrap();
-    let again = within("the node made again after a delete", 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(&node).await.unwrap();
-            match stat {
-                Some(stat) if stat.czxid != back.czxid => return stat,
-                _ => {
-                    watcher.changed().await;
-                }
-            }
-        }
+    let again = stat_until(&raw, "the node made again after a delete", &node, |s| {
+        s.is_some_and(|s| s.czxid != back.czxid)
     })
-    .await;
+    .await
+    .unwrap();
     assert_eq!(again.ephemeral_owner, back.ephemeral_owner);
     member.leave().await.unwrap();
     wait_children(&raw, GROUP, 0).await;
@@ -201,16 +206,7 @@ async fn cancelled_joins_leave_no_node() {
         }
         // Dropped here (unfinished, or finished and the member dropped): the node goes.
         drop(join);
-        within("the node gone", 30, async {
-            loop {
-                let (stat, watcher) = raw.check_and_watch_stat(&node).await.unwrap();
-                if stat.is_none() {
-                    return;
-                }
-                watcher.changed().await;
-            }
-        })
-        .await;
+        stat_until(&raw, "the node gone", &node, |s| s.is_none()).await;
     }
     println!("{after_node} joins dropped after their node was made, {finished} finished");
     assert!(
@@ -286,16 +282,11 @@ async fn id_taken_body() {
     assert_ne!(stat.ephemeral_owner, ours.ephemeral_owner);
     // The other leaves: ours is made again, with the payload it has now.
     raw.delete(&node, None).await.unwrap();
-    let back = within("ours made again", 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(&node).await.unwrap();
-            if let Some(stat) = stat.filter(|s| s.ephemeral_owner == ours.ephemeral_owner) {
-                return stat;
-            }
-            watcher.changed().await;
-        }
+    let back = stat_until(&raw, "ours made again", &node, |s| {
+        s.is_some_and(|s| s.ephemeral_owner == ours.ephemeral_owner)
     })
-    .await;
+    .await
+    .unwrap();
     assert!(back.czxid > ours.czxid);
     assert_eq!(raw.get_data(&node).await.unwrap().0, b"ours, later");
     member.leave().await.unwrap();
@@ -321,15 +312,6 @@ async fn the_group_directory_is_reaped_once_empty() {
         .await
         .unwrap();
     member.leave().await.unwrap();
-    within("the directory reaped", 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(GROUP).await.unwrap();
-            if stat.is_none() {
-                return;
-            }
-            watcher.changed().await;
-        }
-    })
-    .await;
+    stat_until(&raw, "the directory reaped", GROUP, |s| s.is_none()).await;
     session.close().await;
 }
