@@ -363,11 +363,11 @@ fn first(children: &[String]) -> Option<Contender> {
 async fn leader_now(epoch: &Epoch, root: &ZkPath) -> Result<Option<Leader>> {
     let root = root.as_str();
     loop {
-        let children = epoch
+        let (children, root_czxid) = epoch
             .retry(root, |c| async move {
-                match c.list_children(root).await {
-                    Err(zk::Error::NoNode) => Ok(Vec::new()),
-                    other => other,
+                match c.get_children(root).await {
+                    Err(zk::Error::NoNode) => Ok((Vec::new(), 0)),
+                    other => other.map(|(children, stat)| (children, stat.czxid)),
                 }
             })
             .await?;
@@ -385,7 +385,8 @@ async fn leader_now(epoch: &Epoch, root: &ZkPath) -> Result<Option<Leader>> {
                 }
             })
             .await?;
-        if let (Some(info), Some(term)) = (read, FencingToken::from_sequence(first.sequence)) {
+        let term = FencingToken::from_sequence(first.sequence, root_czxid);
+        if let (Some(info), Some(term)) = (read, term) {
             return Ok(Some(Leader { info, term, path }));
         }
     }
@@ -403,11 +404,11 @@ async fn leader_and_watch(
             .retry(root, |c| async move {
                 match c.get_and_watch_children(root).await {
                     Err(zk::Error::NoNode) => Ok(None),
-                    other => other.map(|(children, _, watcher)| Some((children, watcher))),
+                    other => other.map(|(children, stat, watcher)| Some((children, stat, watcher))),
                 }
             })
             .await?;
-        let Some((children, children_watch)) = listed else {
+        let Some((children, stat, children_watch)) = listed else {
             // No root yet: wait for it to appear (or look again if it just did).
             let (stat, watcher) = epoch
                 .retry(root, |c| async move { c.check_and_watch_stat(root).await })
@@ -430,9 +431,10 @@ async fn leader_and_watch(
                 }
             })
             .await?;
-        if let (Some((info, watcher)), Some(term)) =
-            (read, FencingToken::from_sequence(first.sequence))
-        {
+        if let (Some((info, watcher)), Some(term)) = (
+            read,
+            FencingToken::from_sequence(first.sequence, stat.czxid),
+        ) {
             return Ok((Some(Leader { info, term, path }), watcher));
         }
     }

@@ -189,6 +189,17 @@ pub enum Error {
         sequence: i64,
     },
 
+    /// Nodes someone else made under a lock's root stand at every name its counter would give
+    /// next, more than the library steps over (it moves the counter past a few on its own).
+    /// Not retryable: someone must delete them (`zkr inspect` lists them).
+    #[error("foreign nodes under {path:?} stand where its counter goes next (first: {node:?})")]
+    ForeignNode {
+        /// The root path.
+        path: String,
+        /// The first foreign node in the way.
+        node: String,
+    },
+
     /// The ZooKeeper session this operation or grant belonged to has expired, or was given up
     /// under the session's [`LossPolicy`](crate::LossPolicy). Retryable: the
     /// [`Session`](crate::Session) opens a new ZooKeeper session by itself; acquire again.

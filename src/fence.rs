@@ -17,10 +17,14 @@ use crate::session::Epoch;
 ///
 /// | recipe | token | grows because |
 /// |---|---|---|
-/// | [`ZkMutex`](crate::ZkMutex), [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection) | the contender node's sequence number | the root is persistent and anchored, never reaped; the end of its counter (`i32::MAX`) is refused |
-/// | [`ZkLockSpace`](crate::ZkLockSpace) (one container directory per key, reaped when idle) | the contender node's creation zxid (64-bit) | zxids grow across the whole ensemble, so a reaped and re-created directory cannot send a key's tokens back |
+/// | [`ZkMutex`](crate::ZkMutex), [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection) | the contender node's sequence number, within the root's incarnation (its creation zxid) | the root is persistent and anchored, never reaped; the end of its counter (`i32::MAX`) is refused; a root someone deleted and made again restarts its sequence, but its incarnation is larger |
+/// | [`ZkLockSpace`](crate::ZkLockSpace) (one container directory per key, reaped when idle) | the contender node's creation zxid (64-bit; incarnation 0) | zxids grow across the whole ensemble, so a reaped and re-created directory cannot send a key's tokens back |
 ///
-/// Tokens of different locks are not comparable: a resource is fenced by one lock.
+/// Tokens compare by incarnation first, then by number. While a root stands its incarnation
+/// does not change, so the number ([`as_u64`](FencingToken::as_u64)) alone orders its
+/// tokens; only a root deleted and made again (by an operator or a script: the library never
+/// does it) changes the incarnation. Tokens of different locks are not comparable: a resource
+/// is fenced by one lock.
 ///
 /// # The rule for storage
 ///
@@ -32,14 +36,20 @@ use crate::session::Epoch;
 /// - otherwise change nothing and refuse: a newer holder has been there, so this holder has
 ///   lost its lock and must stop (or lock again, with a new token, and start from a fresh read).
 ///
-/// Equal tokens are accepted: one grant may read and write many times. In SQL, with the fence
-/// as a column (zero rows = refused):
+/// Equal tokens are accepted: one grant may read and write many times. What storage compares
+/// is the whole token: [`to_be_bytes`](FencingToken::to_be_bytes) (16 bytes that compare as
+/// the tokens do, for a `BLOB`/`bytea` column), or the pair ([`incarnation`](FencingToken::incarnation),
+/// [`as_i64`](FencingToken::as_i64)) in two columns. A single `BIGINT` of `as_i64()` is right
+/// for as long as the root stands, and refuses nothing stale once someone made the root
+/// again. In SQL, with the fence as two columns (zero rows = refused):
 ///
 /// ```sql
 /// -- the read of a read-modify-write raises the fence (SQLite >= 3.35, PostgreSQL)
-/// UPDATE accounts SET fence = :token WHERE id = :id AND fence <= :token RETURNING balance;
+/// UPDATE accounts SET fence_root = :root, fence = :token
+///   WHERE id = :id AND (fence_root, fence) <= (:root, :token) RETURNING balance;
 /// -- the write
-/// UPDATE accounts SET balance = :balance, fence = :token WHERE id = :id AND fence <= :token;
+/// UPDATE accounts SET balance = :balance, fence_root = :root, fence = :token
+///   WHERE id = :id AND (fence_root, fence) <= (:root, :token);
 /// ```
 ///
 /// Why reads must raise the fence too: with fenced writes alone, a frozen holder's stale write
@@ -94,59 +104,120 @@ use crate::session::Epoch;
 /// assert!(FencingToken::try_from(-1i64).is_err());
 /// assert!(FencingToken::new(41) < token);
 /// assert_eq!(token.to_string(), "42");
+/// // a root made again: its tokens restart, and still come after the old root's
+/// let (old, again) = (FencingToken::from_parts(0x100, 900), FencingToken::from_parts(0x2000, 1));
+/// assert!(old < again);
+/// assert!(old.to_be_bytes() < again.to_be_bytes());
+/// assert_eq!(FencingToken::from_be_bytes(again.to_be_bytes()), again);
+/// assert_eq!(again.to_string(), "1@0x2000");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct FencingToken(u64);
+pub struct FencingToken {
+    /// Compared first: the root's creation zxid for sequence tokens, 0 for zxid tokens.
+    incarnation: u64,
+    value: u64,
+}
 
 impl FencingToken {
-    /// A token with the given value (for tests and for tokens read back from storage).
+    /// A token with the given value and incarnation 0 (for tests and for tokens read back from
+    /// storage).
     ///
     /// ```
     /// assert_eq!(zk_recipes::FencingToken::new(7).as_u64(), 7);
     /// ```
     pub const fn new(value: u64) -> FencingToken {
-        FencingToken(value)
+        FencingToken::from_parts(0, value)
     }
 
-    /// The token from a contender's sequence; `None` once the counter is used up: at
-    /// `i32::MAX` (which ZooKeeper hands out again to every later child) or past it.
-    pub(crate) fn from_sequence(sequence: i64) -> Option<FencingToken> {
+    /// A token with the given incarnation and value (read back from storage's two columns).
+    ///
+    /// ```
+    /// let token = zk_recipes::FencingToken::from_parts(0x1f, 7);
+    /// assert_eq!((token.incarnation(), token.as_u64()), (0x1f, 7));
+    /// ```
+    pub const fn from_parts(incarnation: u64, value: u64) -> FencingToken {
+        FencingToken { incarnation, value }
+    }
+
+    /// The token from a contender's sequence under a root created at `root_czxid`; `None`
+    /// once the counter is used up: at `i32::MAX` (which ZooKeeper hands out again to every
+    /// later child) or past it.
+    pub(crate) fn from_sequence(sequence: i64, root_czxid: i64) -> Option<FencingToken> {
         u64::try_from(sequence)
             .ok()
             .filter(|&s| s < i32::MAX as u64)
-            .map(FencingToken)
+            .map(|s| FencingToken::from_parts(u64::try_from(root_czxid).unwrap_or(0), s))
     }
 
-    /// The token as `u64`.
+    /// The token's number: the sequence, or the zxid (see the table above).
     ///
     /// ```
     /// # use zk_recipes::FencingToken;
     /// assert_eq!(FencingToken::new(7).as_u64(), 7u64);
     /// ```
     pub const fn as_u64(self) -> u64 {
-        self.0
+        self.value
     }
 
-    /// The token as `i64`, for storage with signed integers (SQL `BIGINT`). Every token the
-    /// library hands out fits (sequence numbers and zxids are at most `i64::MAX`); a token made
-    /// with [`new`](FencingToken::new) above that saturates at `i64::MAX`.
+    /// The incarnation: the creation zxid of the root whose sequence the number is (0 for a
+    /// zxid token). Compared before the number.
+    ///
+    /// ```
+    /// # use zk_recipes::FencingToken;
+    /// assert_eq!(FencingToken::new(7).incarnation(), 0);
+    /// ```
+    pub const fn incarnation(self) -> u64 {
+        self.incarnation
+    }
+
+    /// The whole token as 16 big-endian bytes (incarnation, then number), which compare
+    /// byte by byte as the tokens do: one `BLOB` or `bytea` column holds it.
+    ///
+    /// ```
+    /// # use zk_recipes::FencingToken;
+    /// assert!(FencingToken::new(9).to_be_bytes() < FencingToken::new(10).to_be_bytes());
+    /// ```
+    pub fn to_be_bytes(self) -> [u8; 16] {
+        ((u128::from(self.incarnation) << 64) | u128::from(self.value)).to_be_bytes()
+    }
+
+    /// The token from [`to_be_bytes`](FencingToken::to_be_bytes).
+    ///
+    /// ```
+    /// # use zk_recipes::FencingToken;
+    /// let token = FencingToken::from_parts(3, 4);
+    /// assert_eq!(FencingToken::from_be_bytes(token.to_be_bytes()), token);
+    /// ```
+    pub fn from_be_bytes(bytes: [u8; 16]) -> FencingToken {
+        let whole = u128::from_be_bytes(bytes);
+        FencingToken::from_parts((whole >> 64) as u64, whole as u64)
+    }
+
+    /// The token's number as `i64`, for storage with signed integers (SQL `BIGINT`). Every
+    /// token the library hands out fits (sequence numbers and zxids are at most `i64::MAX`);
+    /// a token made with [`new`](FencingToken::new) above that saturates at `i64::MAX`.
     ///
     /// ```
     /// # use zk_recipes::FencingToken;
     /// assert_eq!(FencingToken::new(7).as_i64(), 7i64);
     /// ```
     pub const fn as_i64(self) -> i64 {
-        if self.0 > i64::MAX as u64 {
+        if self.value > i64::MAX as u64 {
             i64::MAX
         } else {
-            self.0 as i64
+            self.value as i64
         }
     }
 }
 
+/// The number, and `@` the incarnation in hex where there is one: `42`, `42@0x1a3`.
 impl fmt::Display for FencingToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.value, f)?;
+        if self.incarnation != 0 {
+            write!(f, "@{:#x}", self.incarnation)?;
+        }
+        Ok(())
     }
 }
 
@@ -158,13 +229,13 @@ impl From<FencingToken> for u64 {
 
 impl From<u64> for FencingToken {
     fn from(value: u64) -> FencingToken {
-        FencingToken(value)
+        FencingToken::new(value)
     }
 }
 
 impl From<u32> for FencingToken {
     fn from(value: u32) -> FencingToken {
-        FencingToken(u64::from(value))
+        FencingToken::new(u64::from(value))
     }
 }
 
@@ -173,7 +244,7 @@ impl TryFrom<i64> for FencingToken {
 
     /// A token read back from a signed column; negative values are no token.
     fn try_from(value: i64) -> std::result::Result<FencingToken, Self::Error> {
-        u64::try_from(value).map(FencingToken)
+        u64::try_from(value).map(FencingToken::new)
     }
 }
 
@@ -208,6 +279,8 @@ pub struct FencedWrite<'c> {
     guard: String,
     /// The grant's suspension count (see `LossPolicy::Suspension`).
     since: u64,
+    /// What the grant's watch has seen of its node.
+    loss: tokio::sync::watch::Receiver<Option<crate::LossReason>>,
 }
 
 impl fmt::Debug for FencedWrite<'_> {
@@ -220,13 +293,14 @@ impl fmt::Debug for FencedWrite<'_> {
 
 impl<'c> FencedWrite<'c> {
     /// `version`: the grant's node must be at this data version (our nodes are made at 0; a
-    /// change by someone else ends the grants whose waiters read it as a release).
+    /// change by someone else but a revocation request ends the grant).
     pub(crate) fn new(
         client: &'c zk::Client,
         epoch: Arc<Epoch>,
         guard: String,
         version: Option<i32>,
         since: u64,
+        loss: tokio::sync::watch::Receiver<Option<crate::LossReason>>,
     ) -> Result<Self> {
         let writer = client
             .new_check_writer(&guard, version)
@@ -236,6 +310,7 @@ impl<'c> FencedWrite<'c> {
             epoch,
             guard,
             since,
+            loss,
         })
     }
 
@@ -270,10 +345,12 @@ impl<'c> FencedWrite<'c> {
             epoch,
             guard,
             since,
+            loss,
         } = self;
         // A grant lost under the session's policy (a suspension, under `Suspension`) writes
-        // nothing, even while its node is still there.
-        if !epoch.holds(since) {
+        // nothing, even while its node is still there; nor does one whose node was seen gone
+        // (the check by path could pass on a namesake in a root made again).
+        if !epoch.holds(since) || loss.borrow().is_some() {
             return Err(if epoch.is_lost() {
                 epoch.over()
             } else {
@@ -319,15 +396,28 @@ mod tests {
 
     #[test]
     fn tokens_stop_before_the_counter_is_used_up() {
-        assert_eq!(FencingToken::from_sequence(0), Some(FencingToken(0)));
+        let t = |s| FencingToken::from_sequence(s, 5);
+        assert_eq!(t(0), Some(FencingToken::from_parts(5, 0)));
         assert_eq!(
-            FencingToken::from_sequence(i64::from(i32::MAX) - 1),
-            Some(FencingToken(i32::MAX as u64 - 1))
+            t(i64::from(i32::MAX) - 1),
+            Some(FencingToken::from_parts(5, i32::MAX as u64 - 1))
         );
-        assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX)), None);
-        assert_eq!(FencingToken::from_sequence(-1), None);
-        assert_eq!(FencingToken::from_sequence(i64::from(i32::MIN)), None);
-        assert_eq!(FencingToken::from_sequence(i64::from(i32::MAX) + 1), None);
+        assert_eq!(t(i64::from(i32::MAX)), None);
+        assert_eq!(t(-1), None);
+        assert_eq!(t(i64::from(i32::MIN)), None);
+        assert_eq!(t(i64::from(i32::MAX) + 1), None);
+    }
+
+    #[test]
+    fn a_later_incarnation_orders_after_every_token_of_an_earlier_one() {
+        let old = FencingToken::from_sequence(i64::from(i32::MAX) - 1, 0x1_0000_0005).unwrap();
+        let again = FencingToken::from_sequence(0, 0x1_0000_0009).unwrap();
+        assert!(old < again);
+        assert!(old.to_be_bytes() < again.to_be_bytes());
+        assert!(
+            FencingToken::new(u64::MAX) < again,
+            "zxid tokens (incarnation 0) never mix"
+        );
     }
 
     #[test]

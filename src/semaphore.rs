@@ -185,7 +185,11 @@ impl ZkSemaphore {
                 match room {
                     Ok(Some(created)) => {
                         debug!(node = %created.node.path, "lease granted");
-                        return Ok(Some(created.into_grant(Release::Plain, OnChange::Ignore)));
+                        return Ok(Some(created.into_grant(
+                            Release::Plain,
+                            OnChange::Ignore,
+                            None,
+                        )));
                     }
                     Ok(None) => return Ok(None),
                     // The session expired while we waited, taking our lease node and our place

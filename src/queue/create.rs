@@ -12,7 +12,7 @@ use super::root::ANCHOR;
 use super::{Queue, RootMode};
 use crate::error::{connection_lost, Error, Result, RootKind};
 use crate::fence::FencingToken;
-use crate::grant::{Grant, OnChange};
+use crate::grant::{Grant, NodeWatch, OnChange};
 use crate::path::{
     is_record_of, new_uuid, owner_record, sorted_contenders, Contender, Naming, ZkPath,
 };
@@ -45,12 +45,23 @@ impl Created {
         }
     }
 
+    /// The watch of this node, not set yet.
+    pub fn node_watch(&self) -> NodeWatch {
+        NodeWatch::new(&self.node.path, self.czxid)
+    }
+
     /// The node holds: hand it out, to be deleted as `release` says, and ended by a data
-    /// change as `on_change` says.
-    pub fn into_grant(self, release: Release, on_change: OnChange) -> Grant {
+    /// change as `on_change` says, its node followed from `watch` (the waiter's, or none).
+    pub fn into_grant(
+        self,
+        release: Release,
+        on_change: OnChange,
+        watch: Option<NodeWatch>,
+    ) -> Grant {
+        let watch = watch.unwrap_or_else(|| self.node_watch());
         let (session, epoch, path) = self.node.disarm();
         Grant::new(
-            session, epoch, path, self.token, self.czxid, release, on_change,
+            session, epoch, path, self.token, self.czxid, release, on_change, watch,
         )
     }
 }
@@ -69,11 +80,13 @@ impl Queue {
         list: bool,
     ) -> Result<Created> {
         let mut replaced = 0;
+        let mut incarnation;
         let (node, contender, czxid, listing) = loop {
             let root_czxid = match self.mode {
                 RootMode::Container { .. } => None,
                 RootMode::Anchored | RootMode::Unanchored => Some(self.ensure_root(epoch).await?),
             };
+            incarnation = root_czxid.unwrap_or(0);
             match self
                 .create(epoch, name, naming, data, root_czxid, list)
                 .await
@@ -96,7 +109,7 @@ impl Queue {
             _ if contender.is_wrapped() => None,
             RootMode::Container { .. } => u64::try_from(czxid).ok().map(FencingToken::new),
             RootMode::Anchored | RootMode::Unanchored => {
-                FencingToken::from_sequence(contender.sequence)
+                FencingToken::from_sequence(contender.sequence, incarnation)
             }
         };
         let refusal = match token {
@@ -241,6 +254,7 @@ impl CreateTask {
         let names = [self.name];
         let mut losses = 0;
         let mut reaped = 0;
+        let mut stepped = 0;
         loop {
             let client = self.epoch.client()?;
             // Both leave back to back; ZooKeeper answers them in order.
@@ -326,13 +340,12 @@ impl CreateTask {
                         path: root.to_owned(),
                     })
                 }
-                // Plain names collide only where the counter is used up: ZooKeeper (3.8) gives
-                // `i32::MAX` to every child once it gets there.
+                // A plain name collides where the counter is used up (ZooKeeper 3.8 gives
+                // `i32::MAX` to every child once it gets there) or where someone made a node at
+                // the name it gives next: step over those.
                 Made::Failed(zk::Error::NodeExists) if self.naming == Naming::Plain => {
-                    return Err(Error::SequenceWrapped {
-                        path: root.to_owned(),
-                        sequence: i64::from(i32::MAX),
-                    })
+                    stepped += 1;
+                    self.step_over(stepped).await?;
                 }
                 Made::Failed(e) if connection_lost(&e) => {
                     // The create may have happened with its reply lost: look for our uuid.
@@ -396,6 +409,63 @@ impl CreateTask {
                 Err(zk::MultiWriteError::RequestFailed { source }) => Made::Failed(source),
             }
         }))
+    }
+
+    /// After a plain create found its name taken: moves the root's counter past the nodes
+    /// someone made at the names it gives next. ZooKeeper names a sequential child after the
+    /// number of children ever created under its parent (which clients see as
+    /// `(cversion + numChildren) / 2`: their `cversion` counts deletions too), and a create that
+    /// fails counts nothing; so one transaction that creates and deletes an ephemeral child as
+    /// many times as there are names to pass leaves nothing and passes no contender.
+    async fn step_over(&self, round: u32) -> Result<()> {
+        let root = self.root.as_str();
+        let (children, parent) = self
+            .epoch
+            .retry(root, |c| async move { c.get_children(root).await })
+            .await?;
+        let next = (i64::from(parent.cversion) + i64::from(parent.num_children)) / 2;
+        let taken = taken_numbers(&children, self.name);
+        let Some(to) = first_free(next, &taken) else {
+            return Err(Error::SequenceWrapped {
+                path: root.to_owned(),
+                sequence: i64::from(i32::MAX),
+            });
+        };
+        let steps = to - next;
+        if round > MAX_STEPS || steps > MAX_PAIRS {
+            return Err(Error::ForeignNode {
+                path: root.to_owned(),
+                node: self.root.child(&format!("{}{next:010}", self.name)),
+            });
+        }
+        if steps == 0 {
+            // Moved on (or the node deleted) since: just create again.
+            return Ok(());
+        }
+        tracing::warn!(
+            root,
+            from = next,
+            to,
+            "nodes someone else made stand where the counter goes next; moving it past them"
+        );
+        let step = self.root.child(&format!("~zk-recipes-step-{}", self.uuid));
+        let mode = zk::CreateMode::Ephemeral.with_acls(self.session.acls());
+        let step = step.as_str();
+        let mode = &mode;
+        self.epoch
+            .retry(root, |c| async move {
+                let mut multi = c.new_multi_writer();
+                for _ in 0..steps {
+                    multi.add_create(step, &[], mode)?;
+                    multi.add_delete(step, None)?;
+                }
+                match multi.commit().await {
+                    Ok(_) => Ok(()),
+                    Err(zk::MultiWriteError::RequestFailed { source })
+                    | Err(zk::MultiWriteError::OperationFailed { source, .. }) => Err(source),
+                }
+            })
+            .await
     }
 
     /// A grant stands for the session it was made on, and only that one.
@@ -576,6 +646,35 @@ impl CreateTask {
     }
 }
 
+/// How many rounds of [`CreateTask::step_over`] one create may take.
+const MAX_STEPS: u32 = 8;
+
+/// How many names one step may pass (a create and a delete each, in one transaction).
+const MAX_PAIRS: i64 = 500;
+
+/// The sequence numbers of the plain `{name}NNNNNNNNNN` children.
+fn taken_numbers(children: &[String], name: &str) -> std::collections::HashSet<i64> {
+    children
+        .iter()
+        .filter_map(|c| c.strip_prefix(name))
+        .filter(|n| n.len() == 10 && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The first number from `next` on that no child takes; `None` where that reaches the
+/// counter's end.
+fn first_free(next: i64, taken: &std::collections::HashSet<i64>) -> Option<i64> {
+    if !(0..i64::from(i32::MAX)).contains(&next) {
+        return None;
+    }
+    let mut to = next;
+    while taken.contains(&to) {
+        to += 1;
+    }
+    (to < i64::from(i32::MAX)).then_some(to)
+}
+
 /// How many children a root's stat counts.
 fn count(parent: &zk::Stat) -> usize {
     usize::try_from(parent.num_children).unwrap_or(0)
@@ -621,5 +720,34 @@ impl Drop for OwnedNode {
                 Release::Plain,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_over_taken_names_and_stops_at_the_end() {
+        let children: Vec<String> = [
+            "lock-0000000004",
+            "lock-0000000006",
+            "_c_x-lock-0000000008",
+            "lock-12",
+            "~a",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let taken = taken_numbers(&children, "lock-");
+        assert_eq!(taken, [4, 6].into_iter().collect());
+        assert_eq!(first_free(4, &taken), Some(5));
+        assert_eq!(first_free(6, &taken), Some(7));
+        assert_eq!(first_free(3, &taken), Some(3));
+        assert_eq!(first_free(i64::from(i32::MAX), &taken), None);
+        assert_eq!(first_free(-5, &taken), None);
+        let at_end: std::collections::HashSet<i64> =
+            [i64::from(i32::MAX) - 1].into_iter().collect();
+        assert_eq!(first_free(i64::from(i32::MAX) - 1, &at_end), None);
     }
 }

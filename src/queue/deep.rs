@@ -37,6 +37,7 @@ use tracing::debug;
 use super::wait::Gone;
 use super::{Queue, Rule, Wait};
 use crate::error::Result;
+use crate::grant::NodeWatch;
 use crate::path::{Contender, Naming};
 use crate::session::Epoch;
 
@@ -168,6 +169,7 @@ impl Queue {
         epoch: &Epoch,
         rule: Rule,
         ours: &Contender,
+        node: &mut NodeWatch,
         wait: Wait,
     ) -> Result<Option<bool>> {
         let mut below = ours.sequence;
@@ -176,19 +178,22 @@ impl Queue {
         loop {
             let Some((ahead, skipped)) = self.probe(epoch, rule, below).await? else {
                 debug!(below, "no plain node just below; listing");
-                return self.wait_listed(epoch, rule, ours, wait).await;
+                return self.wait_listed(epoch, rule, ours, node, wait).await;
             };
             unsure |= skipped;
             if wait == Wait::No {
                 return Ok(None);
             }
-            match self.wait_gone(epoch, &ahead, rule).await? {
-                Gone::AsHead if !unsure => return Ok(Some(true)),
+            match self
+                .wait_gone(epoch, &ahead, ours, node, rule.head_release)
+                .await?
+            {
+                Gone::AsHead if !unsure => return self.holds(epoch, ours, node, true).await,
                 Gone::AsHead => {
                     debug!("the node ahead released; listing once for the numbers skipped");
-                    return self.wait_listed(epoch, rule, ours, wait).await;
+                    return self.wait_listed(epoch, rule, ours, node, wait).await;
                 }
-                Gone::Plainly => {
+                Gone::Plainly | Gone::Foreign => {
                     debug!("the node ahead went; looking further down by name");
                     below = ahead.sequence;
                 }

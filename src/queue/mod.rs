@@ -10,20 +10,26 @@
 //! read).
 //!
 //! **Head releases.** A contender that knows it is the head of the queue (nothing live ahead of
-//! it) releases with one transaction that changes its node's data and deletes it
-//! ([`Release::AsHead`](crate::session::Release)). Its watcher's exists-watch is a data watch, so it fires once, with
-//! `NodeDataChanged`, and that event says "the node you watch was the head and is gone": every
-//! node ahead of it is gone too, so the waiter decides on its listing minus all of them and
-//! (for every rule here) holds without a read, however far back it was when it listed. A plain
-//! `NodeDeleted` (a cancelled waiter, an expired session, a peer such as Curator) says nothing
-//! about the nodes ahead, and the waiter lists again. Nothing else in this crate changes a
-//! contender's data; a change by someone else (an operator, Curator's `Revoker`) is read as a
-//! release, so it ends the grant like a deletion does (`lost()` reports
-//! [`LossReason::NodeChanged`](crate::LossReason::NodeChanged)). Peers keep working: Curator's
-//! lock recipes and `Client::lock` list again on any event. Leader election has no head
-//! releases ([`Rule::head_release`]), because Curator's `LeaderLatch` acts on `NodeDeleted`
-//! only.
-
+//! it) releases with one transaction that writes its node's name into the root's data and
+//! deletes the node ([`Release::AsHead`](crate::session::Release)). A waiter for whom that
+//! would tell more than a deletion (nodes ahead of the one it watches were in its listing)
+//! reads the root's data once the watched node is deleted: if it names that node, every node
+//! ahead of it is gone too, and the waiter decides on its listing minus all of them (for every
+//! rule here it holds, however far back it was when it listed); anything else counts as a
+//! plain deletion, which says nothing about the nodes ahead, and the waiter lists again. The
+//! second in line needs no read at all. A waiter watches the node ahead with a child watch,
+//! which fires on its deletion only: nobody's write to a contender's node (an operator,
+//! Curator's `Revoker`) moves the queue. Only the holder's own release hands over. Peers keep
+//! working: Curator's lock recipes and `Client::lock` list again on any event. Leader election
+//! has no head releases ([`Rule::head_release`]), as Curator's `LeaderLatch` has none.
+//!
+//! **Someone else's changes.** A waiter also watches its own node, and looks at that watch
+//! first: ZooKeeper delivers a session's events in the order of its transactions, so a deletion
+//! of ours that came before the watched node's is seen before it, and no grant is returned for
+//! a node that is gone ([`Error::Lost`](crate::Error::Lost)). The watch carries over to the
+//! grant. A persistent node in a queue (`ephemeralOwner` 0) is nobody's contender and is passed
+//! over; a node someone made at the name the counter would give next is stepped over
+//! (`create.rs`), never taken for a used-up counter.
 //!
 //! The parts: [`wait`] is the algorithm (enqueue, decide, watch one node, decide again);
 //! [`create`] puts a node in the queue (create and list in one burst, a lost reply recovered);

@@ -5,9 +5,10 @@
 //! once the watched node goes ([`once_gone`]): removing nodes ahead of a contender can only let
 //! it proceed, and nodes created later sort behind it, so a "hold" reached from the old listing
 //! minus the gone nodes is true then. A plain deletion removes the watched node; a head release
-//! (the event `NodeDataChanged`, see the module docs) removes it and every node ahead of it. So
-//! the second in line holds without a read, and after a head release so does anyone. Only when
-//! the listing cannot tell does the waiter list again.
+//! (proven by the root's data, see the module docs) removes it and every node ahead of it. So
+//! the second in line holds without a read, and after a head release anyone else after one
+//! read. Only when neither can tell does the waiter list again. A waiter watches its own node
+//! too, and acts on nothing it saw after a deletion of its own node.
 //!
 //! Where the queue may be deep, the enqueue counts the children instead of listing them, and
 //! the waiter finds the node ahead by name (`deep.rs`); it comes back here for a listing only
@@ -21,8 +22,8 @@ use zookeeper_client as zk;
 use super::create::Listing;
 use super::{Decision, Queue, Rule, Wait};
 use crate::error::{Error, Result};
-use crate::grant::{Grant, OnChange};
-use crate::path::{sorted_contenders, Contender, Naming};
+use crate::grant::{Grant, NodeWatch, OnChange, Seen};
+use crate::path::{sorted_contenders, Contender};
 use crate::session::{Epoch, Release};
 
 impl Queue {
@@ -74,18 +75,22 @@ impl Queue {
         let mut created = self.enqueue(epoch, name, rule.naming, data, list).await?;
         drop(enqueuing);
         let ours = &created.contender;
+        // Set once this node waits, and handed to its grant.
+        let mut node = created.node_watch();
         let turn = match std::mem::replace(&mut created.listing, Listing::Count(0)) {
             Listing::Children(children) => {
                 self.saw_depth(children.len());
                 debug!(children = children.len(), "listed");
-                self.wait_turn(epoch, rule, ours, children, wait).await?
+                self.wait_turn(epoch, rule, ours, &mut node, children, wait)
+                    .await?
             }
             // Counted: the queue may have grown since (a listing now could be long), so the
             // node ahead is looked for by name, which lists only where names cannot tell.
             Listing::Count(n) => {
                 self.saw_depth(n);
                 debug!(children = n, "counted; looking for the node ahead by name");
-                self.wait_by_name(epoch, rule, ours, wait).await?
+                self.wait_by_name(epoch, rule, ours, &mut node, wait)
+                    .await?
             }
         };
         let Some(head) = turn else {
@@ -98,7 +103,7 @@ impl Queue {
             true => (Release::Plain, OnChange::Lost),
             false => (Release::Plain, OnChange::Ignore),
         };
-        Ok(Some(created.into_grant(release, on_change)))
+        Ok(Some(created.into_grant(release, on_change, Some(node))))
     }
 
     /// Waits until `rule` grants `ours`: `Some(head)`, where `head` says it is known to be the
@@ -112,35 +117,81 @@ impl Queue {
         epoch: &Epoch,
         rule: Rule,
         ours: &Contender,
+        node: &mut NodeWatch,
         mut children: Vec<String>,
         wait: Wait,
     ) -> Result<Option<bool>> {
+        // Persistent nodes in the queue: nobody's contenders, passed over for good.
+        let mut foreign: Vec<String> = Vec::new();
         loop {
-            let queue = live(sorted_contenders(
+            let mut queue = live(sorted_contenders(
                 &std::mem::take(&mut children),
                 rule.names,
             ));
-            let Some(at) = queue.iter().position(|c| c.name == ours.name) else {
-                // Our node is gone while we waited: the session ended, or someone deleted it.
-                return Err(self.gone(epoch, &ours.name));
+            queue.retain(|c| !foreign.contains(&c.name));
+            let (at, i) = loop {
+                let Some(at) = queue.iter().position(|c| c.name == ours.name) else {
+                    // Our node is gone while we waited: the session ended, or someone deleted it.
+                    return Err(self.gone(epoch, &ours.name));
+                };
+                let i = match (rule.decide)(&queue, at) {
+                    Decision::Hold => return self.holds(epoch, ours, node, at == 0).await,
+                    Decision::Watch(i) => i,
+                };
+                if wait == Wait::Forever {
+                    break (at, i);
+                }
+                // Not free, unless what stands in the way is nobody's contender (a persistent
+                // node someone made): one read, on this path only.
+                if !self.is_foreign(epoch, &queue[i]).await? {
+                    return Ok(None);
+                }
+                foreign.push(queue.remove(i).name);
             };
-            let i = match (rule.decide)(&queue, at) {
-                Decision::Hold => return Ok(Some(at == 0)),
-                Decision::Watch(i) => i,
-            };
-            if wait == Wait::No {
-                return Ok(None);
-            }
             let next = once_gone(rule, queue, at, i);
-            let turn = match self.wait_gone(epoch, &next.watched, rule).await? {
+            // Only where a head release would tell more than a deletion is it worth proving.
+            let proof = rule.head_release && next.after_head_release != next.after_deletion;
+            let turn = match self
+                .wait_gone(epoch, &next.watched, ours, node, proof)
+                .await?
+            {
                 Gone::AsHead => next.after_head_release,
                 Gone::Plainly => next.after_deletion,
+                Gone::Foreign => {
+                    foreign.push(next.watched.name.clone());
+                    next.after_deletion
+                }
             };
             if let Some(head) = turn {
-                return Ok(Some(head));
+                return self.holds(epoch, ours, node, head).await;
             }
             debug!("listing again");
             children = self.list(epoch).await?;
+        }
+    }
+
+    /// Whether `node` is no contender: a persistent node (`ephemeralOwner` 0), or gone.
+    async fn is_foreign(&self, epoch: &Epoch, node: &Contender) -> Result<bool> {
+        let path = self.root.child(&node.name);
+        let at = path.as_str();
+        let stat = epoch
+            .retry(at, |c| async move { c.check_stat(at).await })
+            .await?;
+        Ok(stat.is_none_or(|s| s.ephemeral_owner == 0))
+    }
+
+    /// `ours` holds, unless its watch saw it go first: no grant for a node that is gone.
+    pub(super) async fn holds(
+        &self,
+        epoch: &Epoch,
+        ours: &Contender,
+        node: &mut NodeWatch,
+        head: bool,
+    ) -> Result<Option<bool>> {
+        match node.now(epoch).await? {
+            Seen::Gone => Err(self.own_gone(epoch, &ours.name).await),
+            Seen::Ended => Err(epoch.over()),
+            Seen::Nothing | Seen::Changed => Ok(Some(head)),
         }
     }
 
@@ -150,10 +201,12 @@ impl Queue {
         epoch: &Epoch,
         rule: Rule,
         ours: &Contender,
+        node: &mut NodeWatch,
         wait: Wait,
     ) -> Result<Option<bool>> {
         let children = self.list(epoch).await?;
-        self.wait_turn(epoch, rule, ours, children, wait).await
+        self.wait_turn(epoch, rule, ours, node, children, wait)
+            .await
     }
 
     async fn list(&self, epoch: &Epoch) -> Result<Vec<String>> {
@@ -166,73 +219,121 @@ impl Queue {
         Ok(children)
     }
 
-    /// Waits for `watched` to go, telling a head release from any other deletion where the
-    /// recipe has them.
+    /// Waits for `watched` to be deleted, watching our own node `ours` too (a deletion of ours
+    /// seen first ends the wait with [`Error::Lost`]); with `proof`, tells a head release from
+    /// any other deletion.
     ///
-    /// The watch is a data watch where the node's data is known to be small (plain names carry
-    /// only the owner record): on a node already gone it leaves nothing on the server, where an
-    /// exists-watch would stay registered, for a name that never comes back, until the session
-    /// ends. Other nodes (an election candidate's data is the user's) get an exists-watch.
+    /// The watch on `watched` is a child watch: the node is ephemeral and has no children, so
+    /// it fires on the deletion and on nothing else. Nobody's write to the node (an operator,
+    /// Curator's `Revoker`) wakes the waiter, and on a node already gone it leaves nothing on
+    /// the server. A persistent node in the queue (`ephemeralOwner` 0) is nobody's contender:
+    /// it is passed as if gone.
     pub(super) async fn wait_gone(
         &self,
         epoch: &Epoch,
         watched: &Contender,
-        rule: Rule,
+        ours: &Contender,
+        node: &mut NodeWatch,
+        proof: bool,
     ) -> Result<Gone> {
-        let head_releases = rule.head_release;
-        let by_data = rule.naming == Naming::Plain;
         let path = self.root.child(&watched.name);
         let span = debug_span!("wait", watched = %watched.name);
         async {
             loop {
                 let at = path.as_str();
-                let watch = epoch
-                    .retry(at, |c| async move {
-                        if !by_data {
-                            return match c.check_and_watch_stat(at).await? {
-                                (Some(stat), watcher) => Ok(Some((stat, watcher))),
-                                (None, _) => Ok(None),
-                            };
-                        }
-                        match c.get_and_watch_data(at).await {
+                // Our node's watch (when not set yet) and this one leave back to back, ours
+                // first: its answer, and any event of it, comes before the watched node's.
+                let (mine, theirs) = tokio::join!(
+                    node.arm(epoch),
+                    epoch.retry(at, |c| async move {
+                        match c.get_and_watch_children(at).await {
                             Ok((_, stat, watcher)) => Ok(Some((stat, watcher))),
                             Err(zk::Error::NoNode) => Ok(None),
                             Err(e) => Err(e),
                         }
                     })
-                    .await?;
-                let watcher = match watch {
-                    None => return Ok(Gone::Plainly),
-                    // Changed before our watch was set: the change we would have been told of
-                    // (our nodes are created at version 0, and a head release deletes its node
-                    // in the same transaction, so only someone else's change is seen here).
-                    Some((stat, _)) if head_releases && stat.version != 0 => {
-                        return Ok(Gone::AsHead)
+                );
+                if !mine? {
+                    return Err(self.own_gone(epoch, &ours.name).await);
+                }
+                let watcher = match theirs? {
+                    None => return self.how_gone(epoch, watched, proof).await,
+                    Some((stat, _)) if stat.ephemeral_owner == 0 => {
+                        debug!("a persistent node in the queue is nobody's contender; passing it");
+                        return Ok(Gone::Foreign);
                     }
                     Some((_, watcher)) => watcher,
                 };
                 debug!("watching");
-                let event = tokio::select! {
-                    event = watcher.changed() => event,
-                    _ = epoch.ended() => return Err(epoch.over()),
+                let mut fired = Box::pin(watcher.changed());
+                let event = loop {
+                    tokio::select! {
+                        // Ours first: ZooKeeper sends events in the order of its transactions,
+                        // so a deletion of ours that came first is seen first.
+                        biased;
+                        seen = node.next(epoch) => match seen? {
+                            Seen::Gone => return Err(self.own_gone(epoch, &ours.name).await),
+                            Seen::Ended => return Err(epoch.over()),
+                            Seen::Nothing | Seen::Changed => continue,
+                        },
+                        event = &mut fired => break event,
+                        _ = epoch.ended() => return Err(epoch.over()),
+                    }
                 };
                 debug!(event = ?event.event_type, "watch fired");
                 match (event.event_type, event.session_state) {
-                    (zk::EventType::NodeDataChanged, _) if head_releases => {
-                        return Ok(Gone::AsHead)
+                    (zk::EventType::NodeDeleted, _) => {
+                        return self.how_gone(epoch, watched, proof).await
                     }
-                    (zk::EventType::NodeDeleted, _) => return Ok(Gone::Plainly),
                     (zk::EventType::Session, state) if state.is_terminated() => {
                         return Err(epoch.over())
                     }
-                    // A session event we outlive, or a data change that means nothing here:
-                    // keep watching.
+                    // Anything else (a child of a node that cannot have any): watch again.
                     _ => continue,
                 }
             }
         }
         .instrument(span)
         .await
+    }
+
+    /// How `watched`, now gone, went: a head release writes the name of the node it deletes
+    /// into the root's data in the same transaction, so with `proof` one read of the root
+    /// tells (its data names the node: a head release; anything else: a plain deletion, or a
+    /// head release since overwritten by a later one, which only costs a listing).
+    async fn how_gone(&self, epoch: &Epoch, watched: &Contender, proof: bool) -> Result<Gone> {
+        if !proof {
+            return Ok(Gone::Plainly);
+        }
+        let root = self.root.as_str();
+        let data = epoch
+            .retry(root, |c| async move {
+                match c.get_data(root).await {
+                    Ok((data, _)) => Ok(Some(data)),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        let head = data.as_deref() == Some(watched.name.as_bytes());
+        debug!(head, "read how the watched node went");
+        Ok(if head { Gone::AsHead } else { Gone::Plainly })
+    }
+
+    /// The error for a node of ours seen deleted: by someone else ([`Error::Lost`]), unless
+    /// the session's end did it (the server deletes an expired session's ephemeral nodes, and
+    /// may tell this connection so before it says the session is over). One request tells: a
+    /// live session answers it.
+    async fn own_gone(&self, epoch: &Epoch, name: &str) -> Error {
+        let path = self.root.child(name);
+        let at = path.as_str();
+        match epoch
+            .retry(at, |c| async move { c.check_stat(at).await })
+            .await
+        {
+            Ok(_) => self.gone(epoch, name),
+            Err(err) => err,
+        }
     }
 
     /// The error for a node of ours that disappeared.
@@ -249,10 +350,13 @@ impl Queue {
 
 /// How a watched node went.
 pub(super) enum Gone {
-    /// By a head release: every node ahead of it is gone too.
+    /// By a head release (proven by the root's data): every node ahead of it is gone too.
     AsHead,
-    /// Some other way (cancelled, expired, a peer's release): nothing more is known.
+    /// Some other way (cancelled, expired, a peer's release, someone's delete), or not
+    /// proven otherwise: nothing more is known.
     Plainly,
+    /// It is a persistent node, nobody's contender (someone made it): as if deleted, for good.
+    Foreign,
 }
 
 /// A waiter's turn once the node it watches goes, decided before it waits (so that it keeps

@@ -16,9 +16,10 @@ use crate::error::{connection_lost, Result};
 pub(crate) enum Release {
     /// A plain delete.
     Plain,
-    /// The node is the first live one of its queue: it goes in one transaction with a data
-    /// change, which its watcher reads as a head release (see the `queue` module). Only the
-    /// node's owner may ask for it, and only while that is true.
+    /// The node is the first live one of its queue: it goes in one transaction that also
+    /// writes its name into its parent's data, which a waiter reads as the proof of a head
+    /// release (see the `queue` module). Only the node's owner may ask for it, and only while
+    /// that is true.
     AsHead,
 }
 
@@ -73,14 +74,22 @@ async fn delete_contender(
     path: &str,
     how: Release,
 ) -> std::result::Result<(), zk::Error> {
-    if how == Release::Plain {
+    let Some((parent, name)) = path.rsplit_once('/').filter(|_| how == Release::AsHead) else {
         return client.delete(path, None).await;
-    }
+    };
+    let parent = if parent.is_empty() { "/" } else { parent };
     let mut writer = client.new_multi_writer();
-    writer.add_set_data(path, &[], None)?;
+    writer.add_set_data(parent, name.as_bytes(), None)?;
     writer.add_delete(path, None)?;
     match writer.commit().await {
         Ok(_) => Ok(()),
+        // The parent refuses our write (its ACL): a plain delete, which waiters read as such.
+        Err(zk::MultiWriteError::OperationFailed { index: 0, source })
+            if !connection_lost(&source) =>
+        {
+            debug!(%path, %source, "head release refused on the parent; deleting plainly");
+            client.delete(path, None).await
+        }
         Err(zk::MultiWriteError::RequestFailed { source })
         | Err(zk::MultiWriteError::OperationFailed { source, .. }) => Err(source),
     }

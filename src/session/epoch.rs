@@ -60,6 +60,11 @@ impl Epoch {
     }
 
     /// ZooKeeper's session id.
+    /// The session timeout the server agreed to.
+    pub fn session_timeout(&self) -> Duration {
+        self.timeout
+    }
+
     pub fn id(&self) -> i64 {
         self.id
     }

@@ -36,6 +36,7 @@ Environment of CMD:
   ZK_LOCK_PATH    the lock node held (relative to the chroot)
   ZK_LOCK_ROOT    the lock's root: PATH, or the key's directory with --key
   ZK_LOCK_TOKEN   the fencing token (pass it with every write the lock protects)
+  ZK_LOCK_INCARNATION  the root's incarnation, compared before the token (0 for a key)
   ZK_SESSION_ID   the ZooKeeper session holding the lock (0x...)
 
 Examples:
@@ -53,6 +54,7 @@ Environment of CMD:
   ZK_ELECTION_PATH  the election's root (PATH)
   ZK_LEADER_PATH    this candidate's node
   ZK_LEADER_TERM    the term: this leadership's fencing token
+  ZK_LEADER_INCARNATION  the root's incarnation, compared before the term
   ZK_SESSION_ID     the ZooKeeper session (0x...)
 
 Examples:

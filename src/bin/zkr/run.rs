@@ -104,7 +104,11 @@ pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
     let env = vec![
         ("ZK_LOCK_PATH", grant.path().to_owned()),
         ("ZK_LOCK_ROOT", root.clone()),
-        ("ZK_LOCK_TOKEN", grant.token().to_string()),
+        ("ZK_LOCK_TOKEN", grant.token().as_u64().to_string()),
+        (
+            "ZK_LOCK_INCARNATION",
+            grant.token().incarnation().to_string(),
+        ),
         ("ZK_SESSION_ID", format!("{:#x}", grant.session_id())),
     ];
     out.event(
@@ -172,7 +176,11 @@ pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
     let env = vec![
         ("ZK_ELECTION_PATH", args.path.clone()),
         ("ZK_LEADER_PATH", grant.path().to_owned()),
-        ("ZK_LEADER_TERM", grant.token().to_string()),
+        ("ZK_LEADER_TERM", grant.token().as_u64().to_string()),
+        (
+            "ZK_LEADER_INCARNATION",
+            grant.token().incarnation().to_string(),
+        ),
         ("ZK_SESSION_ID", format!("{:#x}", grant.session_id())),
     ];
     out.event(

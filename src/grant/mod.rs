@@ -1,15 +1,19 @@
 //! [`Grant`]: a contender node that holds, as every recipe hands it out.
 
-use std::fmt;
-use std::sync::{Arc, OnceLock};
+mod watch;
 
-use tokio::sync::watch;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use tracing::{debug, debug_span, warn, Instrument};
 use zookeeper_client as zk;
 
 use crate::error::Result;
 use crate::fence::{FencedWrite, FencingToken};
 use crate::session::{Deleted, Epoch, Release, Session};
+
+pub(crate) use watch::{NodeWatch, Seen};
 
 /// Why a [`Grant`] stopped being held, as [`Grant::lost`] reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,14 +29,16 @@ pub enum LossReason {
     Suspended,
     /// The node was deleted by someone else (an operator, a script).
     NodeDeleted,
-    /// The node's data was changed by someone else (an operator, Curator's `Revoker`). In the
-    /// recipes whose holders release with a data change (mutex, keyed lock, read/write lock),
-    /// the contender behind takes that for a release and proceeds.
+    /// The node's data was changed by someone else (an operator, a script), in the recipes
+    /// whose nodes carry only the library's owner record (mutex, keyed lock, read/write lock).
+    /// Nobody else proceeds because of it: the lock moves only when this grant releases, so
+    /// release it. (Curator's revocation request, `__REVOKE__`, is no loss: see
+    /// [`Grant::revoke_requested`].)
     NodeChanged,
 }
 
-/// Whether a change of a grant's node by someone else ends the grant: it does where the
-/// recipe's waiters read a data change as a release (see the `queue` module).
+/// Whether a change of a grant's node by someone else ends the grant: it does where the node
+/// carries only the library's owner record (an election candidate's data is the user's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OnChange {
     Lost,
@@ -68,10 +74,8 @@ pub struct Grant {
     /// The session's suspension count when granted (see `LossPolicy::Suspension`).
     since: u64,
     release: Release,
-    on_change: OnChange,
-    /// The one watch of this grant's node, set up by the first `lost()`: `Some(reason)` once
-    /// the node is observed gone or changed.
-    loss: OnceLock<watch::Receiver<Option<LossReason>>>,
+    /// What the one watch of this grant's node (followed from the grant on) has seen.
+    fate: watch::Fate,
     released: bool,
 }
 
@@ -87,6 +91,7 @@ impl fmt::Debug for Grant {
 }
 
 impl Grant {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         session: Session,
         epoch: Arc<Epoch>,
@@ -95,8 +100,10 @@ impl Grant {
         czxid: i64,
         release: Release,
         on_change: OnChange,
+        node: NodeWatch,
     ) -> Grant {
         let since = epoch.register(&path);
+        let fate = watch::follow(epoch.clone(), node, on_change);
         Grant {
             session,
             epoch,
@@ -105,8 +112,7 @@ impl Grant {
             czxid,
             since,
             release,
-            on_change,
-            loss: OnceLock::new(),
+            fate,
             released: false,
         }
     }
@@ -166,8 +172,9 @@ impl Grant {
 
     /// Whether the grant still holds as far as this client knows: its session is alive (and,
     /// under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension), connected) and no
-    /// deletion or change of its node has been observed (by [`lost`](Grant::lost)). A `true`
-    /// can be stale by the time you act on it; the fencing token is what makes acting safe.
+    /// deletion or change of its node has been observed (the grant watches its node from the
+    /// moment it is made, so this needs no call to [`lost`](Grant::lost)). A `true` can be
+    /// stale by the time you act on it; the fencing token is what makes acting safe.
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
@@ -185,8 +192,9 @@ impl Grant {
     /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the connection was
     /// suspended. Race it against the work done under the lock.
     ///
-    /// The first call sets one watch on the node (one request); every later call, and every
-    /// concurrent one, shares it, so calling it on each pass of a `select!` loop costs nothing.
+    /// The node is watched once, from the grant on (one request, or none for a grant that
+    /// waited: its waiter's watch carries over); every call shares that watch, so calling it
+    /// on each pass of a `select!` loop costs nothing.
     ///
     /// # Cancel safety
     ///
@@ -202,18 +210,32 @@ impl Grant {
     /// # }
     /// ```
     pub async fn lost(&self) -> LossReason {
-        let mut observed = self.loss.get_or_init(|| self.watch_node()).clone();
+        let mut observed = self.fate.loss.clone();
+        let session = || {
+            if self.epoch.is_closed() {
+                LossReason::SessionClosed
+            } else if self.epoch.is_lost() {
+                LossReason::SessionExpired
+            } else {
+                LossReason::Suspended
+            }
+        };
         let reason = tokio::select! {
-            _ = self.epoch.lost(self.since) => {
-                if self.epoch.is_closed() {
-                    LossReason::SessionClosed
-                } else if self.epoch.is_lost() {
-                    LossReason::SessionExpired
-                } else {
-                    LossReason::Suspended
+            biased;
+            _ = self.epoch.lost(self.since) => session(),
+            Ok(reason) = observed.wait_for(Option::is_some) => (*reason).unwrap_or(LossReason::NodeDeleted),
+        };
+        // A session's end deletes its nodes too, and this client may see the deletion a
+        // moment before it hears that the session is over: name the session, if that is it.
+        let reason = match reason {
+            LossReason::NodeDeleted => {
+                let grace = self.epoch.session_timeout() / 8;
+                match tokio::time::timeout(grace, self.epoch.lost(self.since)).await {
+                    Ok(()) => session(),
+                    Err(_) => reason,
                 }
             }
-            Ok(reason) = observed.wait_for(Option::is_some) => (*reason).unwrap_or(LossReason::NodeDeleted),
+            other => other,
         };
         if reason == LossReason::SessionClosed {
             debug!(node = %self.path, ?reason, "grant lost");
@@ -260,33 +282,66 @@ impl Grant {
     /// [`Error::Zk`](crate::Error::Zk) if the client refuses the node's path (a client with
     /// another chroot than the grant's session).
     pub fn fenced_write<'c>(&self, client: &'c zk::Client) -> Result<FencedWrite<'c>> {
-        let version = (self.on_change == OnChange::Lost).then_some(0);
+        let version = self.fate.version.load(Ordering::Acquire);
         FencedWrite::new(
             client,
             self.epoch.clone(),
             self.path.clone(),
-            version,
+            (version >= 0).then_some(version),
             self.since,
+            self.fate.loss.clone(),
         )
     }
 
-    /// What the node's watch has seen, if it is set.
-    fn observed(&self) -> Option<LossReason> {
-        self.loss.get().and_then(|rx| *rx.borrow())
+    /// Whether someone asked this holder to release, as Curator's `Revoker.attemptRevoke`
+    /// does (it writes `__REVOKE__` into the node, where this client sees it at once): the
+    /// request of Curator's `RevocationListener`. It is only a request: the lock is still held
+    /// and moves when the holder releases, which is the holder's call.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
+    /// if guard.is_revoke_requested() {
+    ///     guard.release().await.ok();
+    /// }
+    /// # }
+    /// ```
+    pub fn is_revoke_requested(&self) -> bool {
+        *self.fate.revoke.borrow()
     }
 
-    /// Starts the one task that watches this grant's node; it ends when the grant goes.
-    fn watch_node(&self) -> watch::Receiver<Option<LossReason>> {
-        let (tx, rx) = watch::channel(None);
-        let (epoch, path, on_change) = (self.epoch.clone(), self.path.clone(), self.on_change);
-        let czxid = self.czxid;
-        tokio::spawn(async move {
-            tokio::select! {
-                reason = watch_taken(&epoch, &path, on_change, czxid) => { let _ = tx.send(Some(reason)); }
-                _ = tx.closed() => {}
-            }
-        });
-        rx
+    /// Resolves once a revocation is requested (see
+    /// [`is_revoke_requested`](Grant::is_revoke_requested)); at once if it already was.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped call loses nothing; the request stays seen.
+    ///
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
+    /// tokio::select! {
+    ///     _ = guard.revoke_requested() => println!("asked to release; finishing early"),
+    ///     _ = work() => {}
+    /// }
+    /// guard.release().await.ok();
+    /// # }
+    /// ```
+    pub async fn revoke_requested(&self) {
+        let mut revoke = self.fate.revoke.clone();
+        if revoke.wait_for(|r| *r).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// What the node's watch has seen.
+    fn observed(&self) -> Option<LossReason> {
+        *self.fate.loss.borrow()
+    }
+
+    /// Whether the node is known to be gone: then a delete by path could only hit a namesake
+    /// (another session's node in a root someone deleted and made again), so none is sent.
+    fn known_gone(&self) -> bool {
+        self.observed() == Some(LossReason::NodeDeleted)
     }
 
     /// Deletes the node, handing over to the next contender.
@@ -296,6 +351,11 @@ impl Grant {
     pub(crate) async fn release(mut self) -> Result<()> {
         let span = debug_span!("release", node = %self.path, session_id = format_args!("{:#x}", self.epoch.id()));
         let result = async {
+            if self.known_gone() {
+                return Err(crate::Error::Lost {
+                    path: self.path.clone(),
+                });
+            }
             match self.epoch.delete(&self.path, self.release).await? {
                 Deleted::ByUs => {
                     debug!("released");
@@ -319,67 +379,14 @@ impl Drop for Grant {
     fn drop(&mut self) {
         if !self.released {
             self.epoch.unregister(&self.path);
+            if self.known_gone() {
+                return;
+            }
             self.session.clean_up(
                 self.epoch.clone(),
                 std::mem::take(&mut self.path),
                 self.release,
             );
-        }
-    }
-}
-
-/// Our node deleted: by someone else, unless the session's end did it (the server deletes an
-/// expired session's ephemeral nodes and may tell this connection so before it says the
-/// session is over, as 3.9 did in a release storm). One request tells: on a live session it
-/// is answered; on an ended one it fails, and this pends so that the caller reports the
-/// session's end.
-async fn deleted_or_ended(epoch: &Epoch, path: &str) -> LossReason {
-    match epoch
-        .retry(path, |c| async move { c.check_stat(path).await })
-        .await
-    {
-        Ok(_) => LossReason::NodeDeleted,
-        Err(_) => std::future::pending().await,
-    }
-}
-
-/// Resolves when `path` is observed deleted (or changed, where that ends the grant); pends
-/// forever once the session is over (the caller races it against the session's own signal).
-async fn watch_taken(epoch: &Epoch, path: &str, on_change: OnChange, czxid: i64) -> LossReason {
-    loop {
-        let watched = match epoch
-            .retry(path, |c| async move { c.check_and_watch_stat(path).await })
-            .await
-        {
-            Ok(watched) => watched,
-            // A run of broken connections on a session that lives on: look again once it is
-            // back (the session's end is the caller's other signal).
-            Err(crate::Error::ConnectionLost) => {
-                epoch.until_reconnected().await;
-                if epoch.is_lost() {
-                    return std::future::pending().await;
-                }
-                continue;
-            }
-            Err(_) => return std::future::pending().await,
-        };
-        let watcher = match watched {
-            (None, _) => return deleted_or_ended(epoch, path).await,
-            // Another node at our path (ours is gone) is not ours.
-            (Some(stat), _) if stat.czxid != czxid => return deleted_or_ended(epoch, path).await,
-            // Our node is created at data version 0; only a change makes it another.
-            (Some(stat), _) if on_change == OnChange::Lost && stat.version != 0 => {
-                return LossReason::NodeChanged
-            }
-            (Some(_), watcher) => watcher,
-        };
-        match watcher.changed().await.event_type {
-            zk::EventType::NodeDeleted => return deleted_or_ended(epoch, path).await,
-            zk::EventType::NodeDataChanged if on_change == OnChange::Lost => {
-                return LossReason::NodeChanged
-            }
-            zk::EventType::Session => return std::future::pending().await,
-            _ => continue,
         }
     }
 }
