@@ -1063,3 +1063,67 @@ async fn rust_and_curator_group_members_see_each_other() {
     assert!(group.members().await.unwrap().is_empty());
     session.close().await;
 }
+
+/// Curator's own `Revoker.attemptRevoke` on a Rust waiter's node and then on the Rust
+/// holder's: the holder hears the request (and still holds), the waiter does not move, and
+/// the lock moves when the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curators_revoker_asks_a_rust_holder_and_moves_nobody() {
+    const REVOKED: &str = "/interop/revoked";
+    let Some(interop) = Interop::start("interop-revoke", REVOKED).await else {
+        return;
+    };
+    let mut java = Java::spawn(&interop, "revoker", &["--recipe", "revoke"]);
+    java.ready().await;
+    for round in 0..3 {
+        let session = interop.zk.session().await;
+        let mutex = ZkMutex::new(&session, REVOKED).unwrap();
+        let holder = mutex.lock().await.unwrap();
+        let waiter = {
+            let mutex = ZkMutex::new(&session, REVOKED).unwrap();
+            tokio::spawn(async move { mutex.lock().await.unwrap() })
+        };
+        wait_children(&interop.raw, REVOKED, 2).await;
+        let nodes = contenders(&interop.raw, REVOKED).await;
+        let waiting = nodes
+            .iter()
+            .map(|n| format!("{REVOKED}/{n}"))
+            .find(|n| n != holder.path())
+            .unwrap();
+        // In this order: the Java peer revokes one path after the other.
+        for path in [waiting.as_str(), holder.path()] {
+            java.stdin
+                .write_all(format!("REVOKE {path}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        java.stdin.flush().await.unwrap();
+        within(
+            "the holder hears the revocation",
+            15,
+            holder.revoke_requested(),
+        )
+        .await;
+        assert!(holder.is_held(), "round {round}: a request is no loss");
+        let (data, _) = interop.raw.get_data(&waiting).await.unwrap();
+        assert_eq!(data, b"__REVOKE__", "the waiter's node was revoked first");
+        // Everything this session was sent is answered, and a moment to act on it: the
+        // waiter has not moved.
+        let client = session.client().await.unwrap();
+        client.sync(REVOKED).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(
+            !waiter.is_finished(),
+            "round {round}: the waiter moved while the holder held"
+        );
+        let first = holder.token();
+        holder.release().await.unwrap();
+        let next = within("the waiter after the release", 15, waiter)
+            .await
+            .unwrap();
+        assert!(next.token() > first);
+        next.release().await.unwrap();
+        session.close().await;
+    }
+    interop.assert_clean(REVOKED).await;
+}

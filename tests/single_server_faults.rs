@@ -261,10 +261,10 @@ async fn an_operator_changing_the_lock_node_makes_the_holder_lose_it() {
     let mutex = ZkMutex::new(&holder, ROOT).unwrap();
     let guard = mutex.lock().await.unwrap();
     let waiter = zk.session().await;
-    let waiting = tokio::spawn(lock_once(ZkMutex::new(&waiter, ROOT).unwrap()));
+    let mut waiting = tokio::spawn(lock_once(ZkMutex::new(&waiter, ROOT).unwrap()));
     let raw = zk.raw().await;
     wait_children(&raw, ROOT, 2).await;
-    raw.set_data(guard.path(), b"__REVOKE__", None)
+    raw.set_data(guard.path(), b"edited by hand", None)
         .await
         .unwrap();
     assert_eq!(
@@ -272,9 +272,19 @@ async fn an_operator_changing_the_lock_node_makes_the_holder_lose_it() {
         LossReason::NodeChanged
     );
     assert!(!guard.is_held());
-    let (token, _) = within("the next grant", 10, waiting).await.unwrap();
-    assert!(token > guard.token());
+    // The change tells the holder; it hands nothing over: only the release does.
+    let client = waiter.client().await.unwrap();
+    client.sync(ROOT).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiting)
+            .await
+            .is_err(),
+        "the waiter moved on someone else's write"
+    );
+    let held = guard.token();
     guard.release().await.unwrap();
+    let (token, _) = within("the next grant", 10, waiting).await.unwrap();
+    assert!(token > held);
     wait_children(&raw, ROOT, 0).await;
 }
 
@@ -375,13 +385,15 @@ async fn a_deleted_and_recreated_root_is_refused_instead_of_restarting_tokens() 
     let err = mutex.lock().await.unwrap_err();
     assert!(matches!(err, Error::RootReplaced { .. }), "{err}");
     wait_children(&raw, ROOT, 0).await;
-    // A fresh ZkMutex value starts over knowingly.
+    // A fresh ZkMutex value takes the new root: its sequence restarted (this is why the old
+    // value refused), but its tokens carry the new root's incarnation and so still come after.
     let fresh = ZkMutex::new(&session, ROOT).unwrap();
     let again = fresh.lock().await.unwrap();
     assert!(
-        again.token() < last,
-        "the sequence restarted: this is why the old value refused"
+        again.token().as_u64() < last.as_u64(),
+        "the sequence restarted"
     );
+    assert!(again.token() > last, "{} after {last}", again.token());
 }
 
 /// ZooKeeper reports a container's `ephemeralOwner` as 0, so no client can refuse a container

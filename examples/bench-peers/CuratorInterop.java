@@ -14,6 +14,9 @@
 //   count         one increment of SharedCount(--root, seed 0), by trySetCount until it lands;
 //                 its "JAVA IN" line ends " count=<the value it wrote>" (no --inside/--holders
 //                 check; --wait-go waits for one line before the first round, none after)
+//   revoke        no recipe: after "JAVA READY", for each line "REVOKE <path>" on stdin, Curator's
+//                 Revoker.attemptRevoke(client, path) (it writes "__REVOKE__" into the lock
+//                 node), then "JAVA REVOKED <path>"; ends at the end of stdin
 //   group         a GroupMember(--root, --name, payload "payload-<name>") for the whole run;
 //                 each round (after its line on stdin with --wait-go) waits until the member
 //                 sees --permits members, and its "JAVA IN" line ends " holders=<id>=<payload>,..."
@@ -210,6 +213,23 @@ public final class CuratorInterop {
         }
     }
 
+    /** Revokes the lock nodes named on stdin, one "REVOKE <path>" line each. */
+    static void revoke(CuratorFramework client) throws Exception {
+        System.out.println("JAVA READY");
+        System.out.flush();
+        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
+        String line;
+        while ((line = stdin.readLine()) != null) {
+            if (!line.startsWith("REVOKE ")) {
+                continue;
+            }
+            String path = line.substring("REVOKE ".length()).trim();
+            org.apache.curator.framework.recipes.locks.Revoker.attemptRevoke(client, path);
+            System.out.println("JAVA REVOKED " + path);
+            System.out.flush();
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         String connect = "127.0.0.1:2181";
         String recipeName = "mutex";
@@ -249,12 +269,13 @@ public final class CuratorInterop {
         boolean exclusive;
         switch (recipeName) {
             case "mutex": case "rwlock-write": case "election": exclusive = true; break;
-            case "rwlock-read": case "semaphore": case "count": case "group": exclusive = false; break;
+            case "rwlock-read": case "semaphore": case "count": case "group": case "revoke":
+                exclusive = false; break;
             default: throw new IllegalArgumentException("unknown recipe " + recipeName);
         }
         // How many may be inside together: a semaphore's permits; readers without limit.
         int limit = recipeName.equals("semaphore") ? permits : Integer.MAX_VALUE;
-        if (holdersPath == null && !exclusive) {
+        if (holdersPath == null && !exclusive && !recipeName.equals("revoke")) {
             throw new IllegalArgumentException(recipeName + " shares: it needs --holders");
         }
         String entry = (exclusive ? "x:" : "s:") + name;
@@ -271,6 +292,10 @@ public final class CuratorInterop {
             if (!client.blockUntilConnected((int) timeoutMs, TimeUnit.MILLISECONDS)) {
                 System.err.println("Curator could not connect to " + connect);
                 System.exit(1);
+            }
+            if (recipeName.equals("revoke")) {
+                revoke(client);
+                return;
             }
             if (recipeName.equals("count")) {
                 count(client, root, rounds, waitGo);
