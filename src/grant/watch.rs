@@ -32,6 +32,13 @@ pub(crate) struct NodeWatch {
     czxid: i64,
     /// The watcher, once set, until it fires.
     armed: Option<EventFuture>,
+    /// Whether it was ever set: from then on, a watch not set (it fired and was not set again,
+    /// because the caller dropped the future on the way) is set again with a read before
+    /// anything is concluded from it.
+    ever: bool,
+    /// The session's suspension count when it was set: after a reconnect, the server fires
+    /// the watches it re-registers in an order of its own, so the watch is read again.
+    armed_at: u64,
     /// The node's data version as last read (0 until someone else writes to it).
     version: i32,
     /// Whether its data was last seen as a revocation request.
@@ -57,9 +64,16 @@ impl NodeWatch {
             path: path.to_owned(),
             czxid,
             armed: None,
+            ever: false,
+            armed_at: 0,
             version: 0,
             revoke: false,
         }
+    }
+
+    /// The node's czxid.
+    pub fn czxid(&self) -> i64 {
+        self.czxid
     }
 
     /// Sets the watch unless it is set (one read): `false` when the node is gone (or another
@@ -68,6 +82,8 @@ impl NodeWatch {
         if self.armed.is_some() {
             return Ok(true);
         }
+        self.ever = true;
+        self.armed_at = epoch.suspensions();
         let path = self.path.as_str();
         let read = epoch
             .retry(path, |c| async move {
@@ -89,9 +105,18 @@ impl NodeWatch {
         }
     }
 
-    /// Waits for the watch to fire (pends while it is not set), and sets it again after a
+    /// Waits for the watch to fire (pends while it was never set), and sets it again after a
     /// change.
+    ///
+    /// Cancel safe: dropped after the watch fired, the next call (or [`now`](Self::now)) reads
+    /// the node again.
     pub async fn next(&mut self, epoch: &Epoch) -> Result<Seen> {
+        if self.armed.is_none() && self.ever {
+            match self.again(epoch).await? {
+                Seen::Nothing => {}
+                seen => return Ok(seen),
+            }
+        }
         let Some(armed) = self.armed.as_mut() else {
             return std::future::pending().await;
         };
@@ -100,9 +125,14 @@ impl NodeWatch {
         self.seen(epoch, event).await
     }
 
-    /// What the watch has seen so far, without waiting for it.
+    /// What the watch has seen so far, without waiting for it (a read where it cannot tell:
+    /// it fired and was not set again, or the session reconnected since it was set).
     pub async fn now(&mut self, epoch: &Epoch) -> Result<Seen> {
+        if self.armed.is_some() && self.armed_at != epoch.suspensions() {
+            self.armed = None;
+        }
         let event = match self.armed.as_mut() {
+            None if self.ever => return self.again(epoch).await,
             None => return Ok(Seen::Nothing),
             Some(armed) => tokio::select! {
                 biased;
@@ -112,6 +142,16 @@ impl NodeWatch {
         };
         self.armed = None;
         self.seen(epoch, event).await
+    }
+
+    /// Sets the watch again with a read: gone, changed (its version moved) or nothing.
+    async fn again(&mut self, epoch: &Epoch) -> Result<Seen> {
+        let version = self.version;
+        Ok(match self.arm(epoch).await? {
+            false => Seen::Gone,
+            true if self.version != version => Seen::Changed,
+            true => Seen::Nothing,
+        })
     }
 
     async fn seen(&mut self, epoch: &Epoch, event: zk::WatchedEvent) -> Result<Seen> {
@@ -190,7 +230,11 @@ async fn taken(
                 }
                 match watch.next(epoch).await {
                     Ok(seen) => seen,
-                    Err(err) => return after_error(epoch, err).await,
+                    Err(err) => match after_error(epoch, err).await {
+                        // Read again once the connection is back.
+                        LossReason::Suspended => continue,
+                        reason => return reason,
+                    },
                 }
             }
             Err(err) => match after_error(epoch, err).await {

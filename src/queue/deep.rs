@@ -182,12 +182,16 @@ impl Queue {
             };
             unsure |= skipped;
             if wait == Wait::No {
-                return Ok(None);
+                // Not free, unless what stands in the way is nobody's contender.
+                if !self.is_foreign(epoch, &ahead).await? {
+                    return Ok(None);
+                }
+                below = ahead.sequence;
+                continue;
             }
-            match self
-                .wait_gone(epoch, &ahead, ours, node, rule.head_release)
-                .await?
-            {
+            let mut nothing = super::wait::Ahead::default();
+            let proof = rule.head_release.then_some(&mut nothing);
+            match self.wait_gone(epoch, &ahead, ours, node, proof).await? {
                 Gone::AsHead if !unsure => return self.holds(epoch, ours, node, true).await,
                 Gone::AsHead => {
                     debug!("the node ahead released; listing once for the numbers skipped");

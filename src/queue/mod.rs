@@ -70,9 +70,10 @@ pub(crate) struct Rule {
     pub decide: fn(queue: &[Contender], ours: usize) -> Decision,
     /// How its nodes are named.
     pub naming: Naming,
-    /// Whether a head releases with a head release (see the module docs). Off where a peer
-    /// waits for `NodeDeleted` only (Curator's `LeaderLatch` ignores `NodeDataChanged`, and its
-    /// watch, spent on that event, would never see the deletion).
+    /// Whether a head releases with a head release (see the module docs). Off for leader
+    /// election, whose candidates' data is the user's and whose grants ignore its changes.
+    /// (A head release no longer changes the node itself, so a peer that waits for
+    /// `NodeDeleted` only, as Curator's `LeaderLatch` does, would see the deletion either way.)
     pub head_release: bool,
 }
 

@@ -59,12 +59,18 @@ impl Epoch {
         }
     }
 
-    /// ZooKeeper's session id.
     /// The session timeout the server agreed to.
     pub fn session_timeout(&self) -> Duration {
         self.timeout
     }
 
+    /// How many times the session was suspended so far (a reconnect follows each one that it
+    /// outlives).
+    pub fn suspensions(&self) -> u64 {
+        self.suspensions.load(Ordering::SeqCst)
+    }
+
+    /// ZooKeeper's session id.
     pub fn id(&self) -> i64 {
         self.id
     }

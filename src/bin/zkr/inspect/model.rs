@@ -636,8 +636,9 @@ fn contender_warnings(queue: &mut Queue) {
                     kind: "persistent-node",
                     node: Some(c.node.clone()),
                     message: format!(
-                    "{} is a persistent node: no session ends it, so it {} and everyone behind \
-                     it waits forever; delete it if nobody owns it (zkCli: delete {}/{})",
+                    "{} is a persistent node, nobody's contender: zk-recipes contenders pass it \
+                     over, but for Curator and Client::lock it {} and everyone behind it waits \
+                     forever; delete it if nobody owns it (zkCli: delete {}/{})",
                     c.node,
                     if holds { "holds the lock" } else { "will hold the lock once first" },
                     queue.path,
