@@ -356,6 +356,7 @@ impl Grant {
                     path: self.path.clone(),
                 });
             }
+            self.fate.stop();
             match self.epoch.delete(&self.path, self.release).await? {
                 Deleted::ByUs => {
                     debug!("released");
@@ -382,6 +383,7 @@ impl Drop for Grant {
             if self.known_gone() {
                 return;
             }
+            self.fate.stop();
             self.session.clean_up(
                 self.epoch.clone(),
                 std::mem::take(&mut self.path),

@@ -183,6 +183,16 @@ pub(crate) struct Fate {
     /// The data version the node must be at for a fenced write (-1: any, where the data is
     /// the user's).
     pub version: Arc<AtomicI32>,
+    /// Dropped (by [`Fate::stop`], or with the grant) to end the task.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Fate {
+    /// Ends the task before the grant's own release, so that the release's event costs it
+    /// nothing (no read after its node's deletion).
+    pub fn stop(&mut self) {
+        self.stop = None;
+    }
 }
 
 /// Starts the task that follows a grant's node from `watch` (set or not); it ends when the
@@ -194,17 +204,21 @@ pub(crate) fn follow(epoch: Arc<Epoch>, mut watch: NodeWatch, on_change: OnChang
         OnChange::Ignore => -1,
         OnChange::Lost => watch.version(),
     }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let fate = Fate {
         loss,
         revoke,
         version: version.clone(),
+        stop: Some(stop),
     };
     tokio::spawn(async move {
         tokio::select! {
+            biased;
+            _ = stopped => {}
+            _ = loss_tx.closed() => {}
             reason = taken(&epoch, &mut watch, on_change, &revoke_tx, &version) => {
                 let _ = loss_tx.send(Some(reason));
             }
-            _ = loss_tx.closed() => {}
         }
     });
     fate

@@ -189,9 +189,10 @@ impl Queue {
                 below = ahead.sequence;
                 continue;
             }
-            let mut nothing = super::wait::Ahead::default();
-            let proof = rule.head_release.then_some(&mut nothing);
-            match self.wait_gone(epoch, &ahead, ours, node, proof).await? {
+            match self
+                .wait_gone(epoch, &ahead, ours, node, rule.head_release)
+                .await?
+            {
                 Gone::AsHead if !unsure => return self.holds(epoch, ours, node, true).await,
                 Gone::AsHead => {
                     debug!("the node ahead released; listing once for the numbers skipped");

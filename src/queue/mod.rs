@@ -11,17 +11,18 @@
 //!
 //! **Head releases.** A contender that knows it is the head of the queue (nothing live ahead of
 //! it) releases with one transaction that writes its node's name into the root's data and
-//! deletes the node ([`Release::AsHead`](crate::session::Release)). A waiter for whom that
-//! would tell more than a deletion (nodes ahead of the one it watches were in its listing)
-//! reads the root's data once the watched node is deleted: if it names that node, every node
-//! ahead of it is gone too, and the waiter decides on its listing minus all of them (for every
-//! rule here it holds, however far back it was when it listed); anything else counts as a
-//! plain deletion, which says nothing about the nodes ahead, and the waiter lists again. The
-//! second in line needs no read at all. A waiter watches the node ahead with a child watch,
+//! deletes the node ([`Release::AsHead`](crate::session::Release)). A waiter for which that
+//! would tell more than a deletion (its listing had nodes ahead of the one it watches) reads the
+//! root's data once the watched node is deleted: if it names that node, and was written after
+//! the waiter's own node was made (on 3.9: by the very transaction that deleted the node),
+//! every node ahead of it is gone too, and the waiter decides on its listing minus all of them
+//! (for every rule here it holds, however far back it was when it listed); anything else counts
+//! as a plain deletion, which says nothing about the nodes ahead, and the waiter lists again.
+//! The second in line needs no read at all. A waiter watches the node ahead with a child watch,
 //! which fires on its deletion only: nobody's write to a contender's node (an operator,
 //! Curator's `Revoker`) moves the queue. Only the holder's own release hands over. Peers keep
-//! working: Curator's lock recipes and `Client::lock` list again on any event. Leader election
-//! has no head releases ([`Rule::head_release`]), as Curator's `LeaderLatch` has none.
+//! working: Curator's lock recipes and `Client::lock` list again on any event, and never read a
+//! lock root's data. Leader election has no head releases ([`Rule::head_release`]).
 //!
 //! **Someone else's changes.** A waiter also watches its own node, and looks at that watch
 //! first: ZooKeeper delivers a session's events in the order of its transactions, so a deletion

@@ -148,14 +148,11 @@ impl Queue {
                 }
                 foreign.push(queue.remove(i).name);
             };
-            // Only where everything ahead being gone would tell more than the deletion of the
-            // watched node is it worth finding out.
-            let ahead = Ahead::new(&queue[..i]);
             let next = once_gone(rule, queue, at, i);
-            let proof = next.after_head_release != next.after_deletion;
-            let mut ahead = if proof { ahead } else { Ahead::default() };
+            // Only where a head release would tell more than a deletion is it worth proving.
+            let proof = rule.head_release && next.after_head_release != next.after_deletion;
             let turn = match self
-                .wait_gone(epoch, &next.watched, ours, node, proof.then_some(&mut ahead))
+                .wait_gone(epoch, &next.watched, ours, node, proof)
                 .await?
             {
                 Gone::AsHead => next.after_head_release,
@@ -223,15 +220,8 @@ impl Queue {
     }
 
     /// Waits for `watched` to be deleted, watching our own node `ours` too (a deletion of ours
-    /// seen first ends the wait with [`Error::Lost`]); with `ahead` (the nodes ahead of it, where
-    /// their going tells more), tells whether everything ahead of it is gone too
-    /// ([`Gone::AsHead`]).
-    ///
-    /// While it waits, it also watches the last of `ahead`; when that goes, a head release of it
-    /// (proven by the root's data, one read) says that all of `ahead` is gone, else it watches
-    /// the next. So when the watched node goes after everything ahead of it (a FIFO queue's
-    /// every handoff), the waiter holds without a read on the way; only when it cannot tell
-    /// yet does it read the root then.
+    /// seen first ends the wait with [`Error::Lost`]); with `proof`, tells a head release from
+    /// any other deletion.
     ///
     /// The watch on `watched` is a child watch: the node is ephemeral and has no children, so
     /// it fires on the deletion and on nothing else. Nobody's write to the node (an operator,
@@ -244,9 +234,8 @@ impl Queue {
         watched: &Contender,
         ours: &Contender,
         node: &mut NodeWatch,
-        mut ahead: Option<&mut Ahead>,
+        proof: bool,
     ) -> Result<Gone> {
-        let proof = ahead.is_some();
         let path = self.root.child(&watched.name);
         let span = debug_span!("wait", watched = %watched.name);
         async {
@@ -254,8 +243,7 @@ impl Queue {
                 let at = path.as_str();
                 // Our node's watch (when not set yet) and this one leave back to back, ours
                 // first: its answer, and any event of it, comes before the watched node's.
-                let czxid = node.czxid();
-                let (mine, theirs, tracked) = tokio::join!(
+                let (mine, theirs) = tokio::join!(
                     node.arm(epoch),
                     epoch.retry(at, |c| async move {
                         match c.get_and_watch_children(at).await {
@@ -263,21 +251,17 @@ impl Queue {
                             Err(zk::Error::NoNode) => Ok(None),
                             Err(e) => Err(e),
                         }
-                    }),
-                    async {
-                        match ahead.as_deref_mut() {
-                            Some(ahead) => self.track(epoch, ahead, czxid).await,
-                            None => Ok(()),
-                        }
-                    }
+                    })
                 );
-                tracked?;
                 if !mine? {
                     return Err(self.own_gone(epoch, &ours.name).await);
                 }
                 let watcher = match theirs? {
-                    None if ahead.as_ref().is_some_and(|a| a.all_gone()) => return Ok(Gone::AsHead),
-                    None => return self.how_gone(epoch, watched, czxid, proof, None).await,
+                    None => {
+                        return self
+                            .how_gone(epoch, watched, node.czxid(), proof, None)
+                            .await
+                    }
                     Some((stat, _)) if stat.ephemeral_owner == 0 => {
                         debug!("a persistent node in the queue is nobody's contender; passing it");
                         return Ok(Gone::Foreign);
@@ -296,16 +280,6 @@ impl Queue {
                             Seen::Ended => return Err(epoch.over()),
                             Seen::Nothing | Seen::Changed => continue,
                         },
-                        // Then the nodes ahead: a deletion there that came first is seen first.
-                        event = fired_ahead(ahead.as_deref_mut()) => {
-                            if let Some(ahead) = ahead.as_deref_mut() {
-                                if event.event_type == zk::EventType::NodeDeleted {
-                                    self.went_ahead(epoch, ahead, czxid, event.zxid).await?;
-                                }
-                                self.track(epoch, ahead, czxid).await?;
-                            }
-                            continue;
-                        }
                         event = &mut fired => break event,
                         _ = epoch.ended() => return Err(epoch.over()),
                     }
@@ -313,11 +287,10 @@ impl Queue {
                 debug!(event = ?event.event_type, "watch fired");
                 match (event.event_type, event.session_state) {
                     (zk::EventType::NodeDeleted, _) => {
-                        if ahead.as_ref().is_some_and(|a| a.all_gone()) {
-                            return Ok(Gone::AsHead);
-                        }
                         let zxid = (event.zxid != zk::WatchedEvent::NO_ZXID).then_some(event.zxid);
-                        return self.how_gone(epoch, watched, czxid, proof, zxid).await;
+                        return self
+                            .how_gone(epoch, watched, node.czxid(), proof, zxid)
+                            .await;
                     }
                     (zk::EventType::Session, state) if state.is_terminated() => {
                         return Err(epoch.over())
@@ -334,10 +307,10 @@ impl Queue {
     /// How `watched`, now gone, went: a head release writes the name of the node it deletes
     /// into the root's data in the same transaction, so with `proof` one read of the root
     /// tells. A head release it is where the data names the node and was written after our
-    /// node was made (the watched node went after that: we listed it), and, where the server
-    /// says which transaction deleted it (3.9: `zxid`), by that very transaction. Anything
-    /// else counts as a plain deletion (or a head release since overwritten by a later one),
-    /// which only costs a listing.
+    /// node (`ours`: its czxid) was made (the watched node went after that: we listed it), and,
+    /// where the server says which transaction deleted it (3.9: `zxid`), by that very
+    /// transaction. Anything else counts as a plain deletion (or a head release since
+    /// overwritten by a later one), which only costs a listing.
     async fn how_gone(
         &self,
         epoch: &Epoch,
@@ -349,21 +322,6 @@ impl Queue {
         if !proof {
             return Ok(Gone::Plainly);
         }
-        Ok(match self.released_as_head(epoch, watched, ours, zxid).await? {
-            true => Gone::AsHead,
-            false => Gone::Plainly,
-        })
-    }
-
-    /// Whether `gone` went by a head release, by the root's data (see [`Self::how_gone`]);
-    /// `after`: the czxid of our node, made before `gone` went.
-    async fn released_as_head(
-        &self,
-        epoch: &Epoch,
-        gone: &Contender,
-        after: i64,
-        zxid: Option<i64>,
-    ) -> Result<bool> {
         let root = self.root.as_str();
         let read = epoch
             .retry(root, |c| async move {
@@ -375,65 +333,12 @@ impl Queue {
             })
             .await?;
         let head = read.is_some_and(|(data, stat)| {
-            data == gone.name.as_bytes()
-                && stat.mzxid > after
+            data == watched.name.as_bytes()
+                && stat.mzxid > ours
                 && zxid.is_none_or(|z| z == stat.mzxid)
         });
-        debug!(node = %gone.name, head, "read how a node went");
-        Ok(head)
-    }
-
-    /// Sets the watch on the last of `ahead` that is still there (passing those gone, and
-    /// persistent nodes, which are nobody's contenders), unless it is set.
-    async fn track(&self, epoch: &Epoch, ahead: &mut Ahead, after: i64) -> Result<()> {
-        while ahead.armed.is_none() {
-            let Some(last) = ahead.nodes.last() else {
-                return Ok(());
-            };
-            let path = self.root.child(&last.name);
-            let at = path.as_str();
-            let watch = epoch
-                .retry(at, |c| async move {
-                    match c.get_and_watch_children(at).await {
-                        Ok((_, stat, watcher)) => Ok(Some((stat, watcher))),
-                        Err(zk::Error::NoNode) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await?;
-            match watch {
-                Some((stat, watcher)) if stat.ephemeral_owner != 0 => {
-                    ahead.armed = Some(Box::pin(watcher.changed()));
-                }
-                Some(_) => {
-                    ahead.nodes.pop();
-                }
-                None => {
-                    self.went_ahead(epoch, ahead, after, zk::WatchedEvent::NO_ZXID)
-                        .await?
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The last of `ahead` is gone: by a head release all of `ahead` is.
-    async fn went_ahead(
-        &self,
-        epoch: &Epoch,
-        ahead: &mut Ahead,
-        after: i64,
-        zxid: i64,
-    ) -> Result<()> {
-        ahead.armed = None;
-        let Some(last) = ahead.nodes.pop() else {
-            return Ok(());
-        };
-        let zxid = (zxid != zk::WatchedEvent::NO_ZXID).then_some(zxid);
-        if !ahead.nodes.is_empty() && self.released_as_head(epoch, &last, after, zxid).await? {
-            ahead.nodes.clear();
-        }
-        Ok(())
+        debug!(head, "read how the watched node went");
+        Ok(if head { Gone::AsHead } else { Gone::Plainly })
     }
 
     /// The error for a node of ours seen deleted: by someone else ([`Error::Lost`]), unless
@@ -496,43 +401,6 @@ fn once_gone(rule: Rule, mut queue: Vec<Contender>, at: usize, watched: usize) -
         watched: node,
         after_deletion: held_if(&queue, at),
         after_head_release: held_if(&queue[watched..], at - watched),
-    }
-}
-
-/// The nodes ahead of the one a waiter watches, as its listing had them (at most
-/// [`TRACKED`], the nearest), followed one at a time while it waits.
-#[derive(Default)]
-pub(super) struct Ahead {
-    nodes: Vec<Contender>,
-    /// Whether `nodes` were all of them.
-    complete: bool,
-    /// The watch on the last of `nodes`, once set, until it fires.
-    armed: Option<std::pin::Pin<Box<dyn std::future::Future<Output = zk::WatchedEvent> + Send>>>,
-}
-
-/// How many nodes ahead of the watched one a waiter follows at most.
-const TRACKED: usize = 64;
-
-impl Ahead {
-    pub(super) fn new(nodes: &[Contender]) -> Ahead {
-        Ahead {
-            nodes: nodes[nodes.len().saturating_sub(TRACKED)..].to_vec(),
-            complete: nodes.len() <= TRACKED,
-            armed: None,
-        }
-    }
-
-    /// Every node ahead is known to be gone.
-    fn all_gone(&self) -> bool {
-        self.complete && self.nodes.is_empty()
-    }
-}
-
-/// The next event of `ahead`'s watch; pends where there is none.
-async fn fired_ahead(ahead: Option<&mut Ahead>) -> zk::WatchedEvent {
-    match ahead.and_then(|a| a.armed.as_mut()) {
-        Some(armed) => armed.await,
-        None => std::future::pending().await,
     }
 }
 
