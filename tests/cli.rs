@@ -780,7 +780,8 @@ async fn inspect_shows_every_recipe_kind_right() {
         .until("Curator to hold", 30, |l| l.starts_with("JAVA IN 0"))
         .await;
 
-    // A persistent squatter in a mutex queue, and a waiter behind it.
+    // A persistent squatter in a mutex queue, and a contender behind it (zk-recipes passes the
+    // squatter over and holds; Curator's contenders would wait behind it).
     raw.create("/squatted", &[], &open).await.unwrap();
     raw.create(
         "/squatted/lock-",
@@ -791,8 +792,8 @@ async fn inspect_shows_every_recipe_kind_right() {
     .unwrap();
     let s = labelled(&connect, "squat-victim").await;
     tasks.push(tokio::spawn(async move {
-        let g = ZkMutex::new(&s, "/squatted").unwrap().lock().await;
-        drop(g);
+        let _g = ZkMutex::new(&s, "/squatted").unwrap().lock().await;
+        std::future::pending::<()>().await;
     }));
     wait_children(&raw, "/squatted", 2).await;
 

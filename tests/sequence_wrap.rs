@@ -24,7 +24,7 @@ mod support;
 
 use std::time::Duration;
 
-use zk_recipes::{Error, FencingToken, LeaderElection, Session, SessionOptions, ZkMutex};
+use zk_recipes::{Error, LeaderElection, Session, SessionOptions, ZkMutex};
 use zk_testcontainers::{ensemble_unavailable_reason, scaled, ZkServer};
 use zookeeper_client as zkc;
 
@@ -144,11 +144,13 @@ async fn at_the_end_of_the_counter_the_last_tokens_then_a_typed_error_and_no_nod
         }
     };
     let max = i32::MAX as u32;
+    // The numbers (their incarnation is the root's czxid, the same for all of them).
     assert_eq!(
-        tokens,
-        [max - 2, max - 1].map(|t| FencingToken::new(t.into())),
+        tokens.iter().map(|t| t.as_u64()).collect::<Vec<_>>(),
+        [max - 2, max - 1].map(u64::from),
         "the last tokens before the counter is used up"
     );
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(wrapped.0, ROOT);
     assert_eq!(
         wrapped.1,
@@ -200,9 +202,10 @@ async fn at_the_end_of_the_counter_the_last_terms_then_a_typed_error_and_no_cand
     };
     let max = i32::MAX as u32;
     assert_eq!(
-        terms,
-        [max - 2, max - 1].map(|t| FencingToken::new(t.into()))
+        terms.iter().map(|t| t.as_u64()).collect::<Vec<_>>(),
+        [max - 2, max - 1].map(u64::from)
     );
+    assert!(terms.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(refused, i64::from(i32::MAX));
     assert_eq!(children(&raw, ELECTION_ROOT).await, [ANCHOR]);
     assert!(
