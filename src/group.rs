@@ -614,22 +614,33 @@ impl Drop for ZkGroupMember {
     }
 }
 
+/// The group members' nodes kept on one session (in its slots): one member per node.
+#[derive(Default)]
+struct Claims(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl Claims {
+    fn members(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// A group member's node claimed on its session: one member per node (given up on drop).
 struct Claim {
-    session: Session,
+    claims: std::sync::Arc<Claims>,
     node: String,
 }
 
 impl Claim {
     fn new(session: &Session, node: &str) -> Result<Claim> {
-        if !session.claim_member(node) {
+        let claims = session.slot::<Claims>();
+        if !claims.members().insert(node.to_owned()) {
             return Err(Error::MemberIdTaken {
                 path: node.to_owned(),
                 session_id: session.session_id().unwrap_or(0),
             });
         }
         Ok(Claim {
-            session: session.clone(),
+            claims,
             node: node.to_owned(),
         })
     }
@@ -637,7 +648,7 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        self.session.release_member(&self.node);
+        self.claims.members().remove(&self.node);
     }
 }
 

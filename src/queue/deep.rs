@@ -126,8 +126,7 @@ impl Drop for Enqueuing<'_> {
     fn drop(&mut self) {
         if self.counted {
             self.queue
-                .session()
-                .depths()
+                .depths
                 .end(self.queue.root().as_str());
         }
     }
@@ -148,7 +147,7 @@ impl Queue {
             );
         }
         (
-            self.session().depths().begin(self.root().as_str()),
+            self.depths.begin(self.root().as_str()),
             Enqueuing {
                 queue: self,
                 counted: true,
@@ -158,7 +157,7 @@ impl Queue {
 
     /// Notes the number of children just seen.
     pub(super) fn saw_depth(&self, depth: usize) {
-        self.session().depths().saw(self.root().as_str(), depth);
+        self.depths.saw(self.root().as_str(), depth);
     }
 
     /// Waits for the turn of `ours` (plain-named, under the exclusive rule) in a queue that may

@@ -11,7 +11,7 @@
 //!
 //! **Head releases.** A contender that knows it is the head of the queue (nothing live ahead of
 //! it) releases with one transaction that writes its node's name into the root's data and
-//! deletes the node ([`Release::AsHead`](crate::session::Release)). A waiter for which that
+//! deletes the node (the session's `Release::NoteInParent`). A waiter for which that
 //! would tell more than a deletion (its listing had nodes ahead of the one it watches) reads the
 //! root's data once the watched node is deleted: if it names that node, and was written after
 //! the waiter's own node was made (on 3.9: by the very transaction that deleted the node),
@@ -44,14 +44,14 @@ mod deep;
 mod root;
 mod wait;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::path::{Contender, Naming, ZkPath};
 use crate::session::Session;
 
 pub(crate) use create::Created;
-pub(crate) use deep::Depths;
+use deep::Depths;
 
 /// What a contender does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +105,8 @@ pub(crate) struct Queue {
     /// again, and its sequence restarted.
     root_czxid: Mutex<Option<i64>>,
     mode: RootMode,
+    /// The session's depth hints (kept in its slots, see `deep.rs`).
+    depths: Arc<Depths>,
 }
 
 /// What a queue's root is, and so what its tokens are.
@@ -134,6 +136,7 @@ impl Queue {
             root: ZkPath::new(root)?,
             root_czxid: Mutex::new(None),
             mode: RootMode::Anchored,
+            depths: session.slot::<Depths>(),
         })
     }
 
@@ -154,6 +157,7 @@ impl Queue {
             root,
             root_czxid: Mutex::new(None),
             mode: RootMode::Container { fresh },
+            depths: session.slot::<Depths>(),
         }
     }
 

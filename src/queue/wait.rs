@@ -99,7 +99,7 @@ impl Queue {
         };
         debug!(node = %created.node.path, sequence = created.contender.sequence, head, "granted");
         let (release, on_change) = match rule.head_release {
-            true if head => (Release::AsHead, OnChange::Lost),
+            true if head => (Release::NoteInParent, OnChange::Lost),
             true => (Release::Plain, OnChange::Lost),
             false => (Release::Plain, OnChange::Ignore),
         };

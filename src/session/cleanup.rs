@@ -1,4 +1,4 @@
-//! Node deletion, in one place: a release, a cancelled acquisition's node, a dropped guard, a
+//! Node deletion for every layer above: a release, a cancelled acquisition's node, a dropped guard, a
 //! grant lost to a suspension. Each goes through [`Epoch::delete`]; the ones nobody awaits go
 //! through the session's janitor ([`Session::clean_up`](super::Session::clean_up)).
 
@@ -11,16 +11,15 @@ use zookeeper_client as zk;
 use super::epoch::Epoch;
 use crate::error::{connection_lost, Result};
 
-/// How a contender node of ours goes.
+/// How a node of ours goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Release {
     /// A plain delete.
     Plain,
-    /// The node is the first live one of its queue: it goes in one transaction that also
-    /// writes its name into its parent's data, which a waiter reads as the proof of a head
-    /// release (see the `queue` module). Only the node's owner may ask for it, and only while
-    /// that is true.
-    AsHead,
+    /// One transaction that writes the node's name into its parent's data (any version) and
+    /// deletes the node; where the parent refuses the write (its ACL), a plain delete. What the
+    /// note means is the caller's (the queue's head release, `queue/mod.rs`).
+    NoteInParent,
 }
 
 /// What a delete found.
@@ -40,18 +39,18 @@ pub(super) struct Cleanup {
 }
 
 impl Epoch {
-    /// Deletes a contender node of ours on this session, retrying across disconnects for as
-    /// long as the session lives (a node left behind would block its queue for the session's
-    /// lifetime; a delete is small, so no server refuses it by closing the connection). Once
+    /// Deletes a node of ours on this session, retrying across disconnects for as long as the
+    /// session lives (an ephemeral node left behind stays for the session's lifetime; a delete
+    /// is small, so no server refuses it by closing the connection). Once
     /// the session is over there is nothing to do: the server deletes ephemeral nodes with it,
     /// and this answers the session's end.
     pub async fn delete(&self, path: &str, how: Release) -> Result<Deleted> {
         let mut losses = 0u32;
         loop {
             let client = self.client()?;
-            match delete_contender(&client, path, how).await {
+            match delete_node(&client, path, how).await {
                 Ok(()) => {
-                    debug!(%path, "contender node deleted");
+                    debug!(%path, "node deleted");
                     return Ok(Deleted::ByUs);
                 }
                 // After a broken connection our first delete may well have gone through.
@@ -68,13 +67,13 @@ impl Epoch {
     }
 }
 
-/// One delete (or head release) request.
-async fn delete_contender(
+/// One delete (or delete with a note in the parent) request.
+async fn delete_node(
     client: &zk::Client,
     path: &str,
     how: Release,
 ) -> std::result::Result<(), zk::Error> {
-    let Some((parent, name)) = path.rsplit_once('/').filter(|_| how == Release::AsHead) else {
+    let Some((parent, name)) = path.rsplit_once('/').filter(|_| how == Release::NoteInParent) else {
         return client.delete(path, None).await;
     };
     let parent = if parent.is_empty() { "/" } else { parent };
@@ -83,7 +82,7 @@ async fn delete_contender(
     writer.add_delete(path, None)?;
     match writer.commit().await {
         Ok(_) => Ok(()),
-        // The parent refuses our write (its ACL): a plain delete, which waiters read as such.
+        // The parent refuses our write (its ACL): a plain delete, without the note.
         Err(zk::MultiWriteError::OperationFailed { index: 0, source })
             if !connection_lost(&source) =>
         {
@@ -95,7 +94,7 @@ async fn delete_contender(
     }
 }
 
-/// Deletes abandoned contender nodes, each in its own task so one slow delete holds up none.
+/// Deletes abandoned nodes, each in its own task so one slow delete holds up none.
 pub(super) async fn janitor(mut rx: mpsc::UnboundedReceiver<Cleanup>) {
     while let Some(job) = rx.recv().await {
         tokio::spawn(async move {

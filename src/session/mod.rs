@@ -36,6 +36,7 @@
 mod cleanup;
 mod epoch;
 mod options;
+mod slots;
 mod supervisor;
 
 use std::fmt;
@@ -83,10 +84,8 @@ struct Inner {
     // `true` after `close()`; dropped with the last `Session`: either stops the supervisor,
     // which closes the ZooKeeper session.
     shutdown: watch::Sender<bool>,
-    /// How deep this session last saw its queues (see `queue/deep.rs`).
-    depths: crate::queue::Depths,
-    /// The group members' nodes kept on this session (see `group.rs`): one member per node.
-    members: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The layers above's own state, per session, by type (see `slots.rs`).
+    slots: slots::Slots,
 }
 
 /// A ZooKeeper session shared by every recipe made from it, with its state published and a
@@ -171,8 +170,7 @@ impl Session {
                 state: state_rx,
                 janitor: janitor_tx,
                 shutdown: shutdown_tx,
-                depths: crate::queue::Depths::default(),
-                members: Default::default(),
+                slots: slots::Slots::default(),
             }),
         })
     }
@@ -221,21 +219,10 @@ impl Session {
         self.inner.options.check_size(what, payload)
     }
 
-    /// How deep this session last saw its queues, by root.
-    pub(crate) fn depths(&self) -> &crate::queue::Depths {
-        &self.inner.depths
-    }
-
-    /// Claims `node` for one group member of this session; `false` when another has it.
-    pub(crate) fn claim_member(&self, node: &str) -> bool {
-        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
-        members.insert(node.to_owned())
-    }
-
-    /// Gives up the claim of [`claim_member`](Self::claim_member).
-    pub(crate) fn release_member(&self, node: &str) {
-        let mut members = self.inner.members.lock().unwrap_or_else(|e| e.into_inner());
-        members.remove(node);
+    /// This session's value of type `T` (made with `T::default()` on first use): the state a
+    /// layer above keeps per session, which the session itself never names.
+    pub(crate) fn slot<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.inner.slots.get::<T>()
     }
 
     /// The ACLs of the nodes recipes create ([`SessionOptions::node_acls`]).
