@@ -17,7 +17,7 @@ use crate::session::{Epoch, Session};
 
 /// Curator's `LeaderLatch` names its nodes `_c_{uuid}-latch-NNNNNNNNNN`; so do we.
 const RULE: Rule = Rule {
-    names: &["latch-"],
+    names: &[crate::layout::names::LATCH],
     decide: exclusive,
     naming: crate::path::Naming::Protected,
     // Curator's LeaderLatch reacts to NodeDeleted only.

@@ -21,7 +21,7 @@ use crate::session::Session;
 /// incarnation, and a stale grant's delete or check could hit the next holder's node; the
 /// uuid makes every node's path unique.
 const RULE: Rule = Rule {
-    names: &["lock-"],
+    names: &[crate::layout::names::LOCK],
     decide: exclusive,
     naming: Naming::Protected,
     head_release: true,

@@ -130,6 +130,7 @@ mod group;
 mod guard;
 mod key;
 mod keyed;
+pub mod layout;
 mod mutex;
 mod nodelay;
 mod path;

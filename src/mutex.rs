@@ -13,7 +13,7 @@ use crate::session::Session;
 /// and Java workers exclude each other on one path, and a waiter's predecessor has a name that
 /// its sequence tells.
 pub(crate) const RULE: Rule = Rule {
-    names: &["lock-"],
+    names: &[crate::layout::names::LOCK],
     decide: exclusive,
     naming: crate::path::Naming::Plain,
     head_release: true,

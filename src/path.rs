@@ -7,6 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use crate::error::{Error, Result};
+use crate::layout::names::{parse_sequence, strip_protected, PROTECTED_PREFIX};
 
 /// A validated absolute ZooKeeper path usable as a recipe root.
 ///
@@ -110,10 +111,6 @@ fn forbidden_char(c: char) -> bool {
     matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{f000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
 }
 
-/// Curator's prefix for "protected" nodes: `_c_{uuid}-{name}`.
-pub(crate) const PROTECTED_PREFIX: &str = "_c_";
-const UUID_LEN: usize = 36;
-
 /// A fresh random id in the textual UUID form (version 4 layout), as Curator puts in protected
 /// names. Unique enough to find our own node among the children; it is no secret.
 pub(crate) fn new_uuid() -> String {
@@ -159,7 +156,7 @@ pub(crate) enum Naming {
     /// lost is found again by the uuid in its name. For the recipes whose Curator peers create
     /// such names (read/write lock, election, semaphore leases).
     Protected,
-    /// `{name}NNNNNNNNNN`, the uuid in the node's data ([`owner_record`]): a contender's
+    /// `{name}NNNNNNNNNN`, the uuid in the node's data (the [owner record](crate::layout::owner)): a contender's
     /// predecessor has a name that can be computed from its sequence. For the mutex family
     /// (`lock-`), which Curator orders by the suffix after `lock-` whatever comes before.
     Plain,
@@ -173,31 +170,6 @@ impl Naming {
             Naming::Plain => lock_name.to_owned(),
         }
     }
-}
-
-/// The data of a contender node (but an election's): its attempt's id, by which a lost create
-/// reply of a plain-named node is recovered, and a label of its owner for people (`host/pid`
-/// unless the session was given another), one `key=value` per line.
-pub(crate) fn owner_record(uuid: &str, owner: &str) -> Vec<u8> {
-    format!("id={uuid}\nowner={owner}\n").into_bytes()
-}
-
-/// Whether `data` is the owner record of attempt `uuid`.
-pub(crate) fn is_record_of(data: &[u8], uuid: &str) -> bool {
-    data.strip_prefix(b"id=")
-        .and_then(|rest| rest.strip_prefix(uuid.as_bytes()))
-        .is_some_and(|rest| rest.starts_with(b"\n"))
-}
-
-/// The default owner label: `{hostname}/{pid}`.
-pub(crate) fn default_owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}/{}", std::process::id())
 }
 
 /// One child of a recipe root that matches a recipe's name pattern:
@@ -216,15 +188,9 @@ impl Contender {
     /// Parses `name` against the recipe's lock names; `None` for children that do not match,
     /// which recipes ignore.
     pub fn parse(name: &str, lock_names: &[&'static str]) -> Option<Contender> {
-        let rest = match name.strip_prefix(PROTECTED_PREFIX) {
-            Some(rest) => {
-                let uuid = rest.get(..UUID_LEN)?;
-                if !uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-                    return None;
-                }
-                rest[UUID_LEN..].strip_prefix('-')?
-            }
-            None => name,
+        let rest = match name.starts_with(PROTECTED_PREFIX) {
+            true => strip_protected(name)?,
+            false => name,
         };
         let (kind, digits) = lock_names
             .iter()
@@ -252,20 +218,11 @@ impl Contender {
     }
 }
 
-/// ZooKeeper formats the parent's signed 32-bit counter with `%010d`: ten digits, or a minus
-/// sign and up to ten digits once it wraps.
-pub(crate) fn parse_sequence(digits: &str) -> Option<i64> {
-    let unsigned = digits.strip_prefix('-').unwrap_or(digits);
-    if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+impl crate::layout::rules::Contends for Contender {
+    fn wants(&self) -> crate::layout::names::Wants {
+        // Every recipe's names are the layout's (`Rule::names`).
+        crate::layout::names::Wants::of_name(self.kind).unwrap_or(crate::layout::names::Wants::Lock)
     }
-    if digits.len() < 10 || unsigned.len() > 10 {
-        return None;
-    }
-    let value: i64 = digits.parse().ok()?;
-    (i64::from(i32::MIN)..=i64::from(i32::MAX))
-        .contains(&value)
-        .then_some(value)
 }
 
 /// Queue order: by sequence, then by name (sequences are unique under one parent, the name
@@ -293,6 +250,10 @@ pub(crate) fn sorted_contenders(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::names::UUID_LEN;
+    use crate::layout::owner::{
+        bytes as owner_record, default_label as default_owner, is_record_of,
+    };
 
     const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 

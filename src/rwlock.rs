@@ -4,35 +4,22 @@ use std::fmt;
 
 use crate::error::Result;
 use crate::guard::Guard;
+use crate::layout::rules::read_write;
 use crate::mutex::never_none;
-use crate::path::Contender;
-use crate::queue::{exclusive, Decision, Queue, Rule, Wait};
+use crate::queue::{Queue, Rule, Wait};
 use crate::session::Session;
 
-/// Curator's `InterProcessReadWriteLock` names: `_c_{uuid}-__READ__NNNNNNNNNN` and
-/// `_c_{uuid}-__WRIT__NNNNNNNNNN`, ordered together by sequence.
-const READER: &str = "__READ__";
-const WRITER: &str = "__WRIT__";
+use crate::layout::names::{READ as READER, WRITE as WRITER};
 
+/// Curator's `InterProcessReadWriteLock` names: `_c_{uuid}-__READ__NNNNNNNNNN` and
+/// `_c_{uuid}-__WRIT__NNNNNNNNNN`, ordered together by sequence; the read/write rule of
+/// [`layout::rules::read_write`](crate::layout::rules::read_write).
 pub(crate) const RULE: Rule = Rule {
     names: &[READER, WRITER],
     decide: read_write,
     naming: crate::path::Naming::Protected,
     head_release: true,
 };
-
-/// The read/write rule: a writer holds alone (first in the queue) and watches its immediate
-/// predecessor; a reader holds when no writer is ahead of it and otherwise watches the closest
-/// writer ahead, so a writer's release wakes exactly the readers that can now proceed.
-fn read_write(queue: &[Contender], ours: usize) -> Decision {
-    if queue[ours].kind == WRITER {
-        return exclusive(queue, ours);
-    }
-    match queue[..ours].iter().rposition(|c| c.kind == WRITER) {
-        None => Decision::Hold,
-        Some(writer) => Decision::Watch(writer),
-    }
-}
 
 /// A distributed read/write lock: readers hold together while no writer is ahead of them, a
 /// writer holds alone, and grants follow queue order (FIFO between readers and writers, so a
@@ -196,6 +183,8 @@ impl ZkRwLock {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::layout::rules::Decision;
+    use crate::path::Contender;
 
     /// A queue of readers (`R`) and writers (`W`), sequences 0, 1, ...
     pub(crate) fn queue(kinds: &str) -> Vec<Contender> {

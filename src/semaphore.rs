@@ -23,7 +23,7 @@ use crate::session::{Epoch, Release, Session};
 
 /// The internal mutex is a plain [`ZkMutex`](crate::ZkMutex) queue (Curator's `lock-` names).
 const LOCK: crate::queue::Rule = crate::mutex::RULE;
-const LEASE: &[&str] = &["lease-"];
+const LEASE: &[&str] = &[crate::layout::names::LEASE];
 
 /// A distributed counting semaphore: at most `permits` leases held at any moment, granted in
 /// FIFO order, each lease with its [`Grant`](crate::Grant) (token, `lost()`, `release()`).
@@ -88,9 +88,9 @@ impl ZkSemaphore {
         let root = crate::path::ZkPath::new(path)?;
         Ok(ZkSemaphore {
             session: session.clone(),
-            locks: Queue::new(session, &root.child("locks"))?,
+            locks: Queue::new(session, &root.child(crate::layout::SEMAPHORE_LOCKS))?,
             // Curator counts every child of `leases` as a lease: no anchor there.
-            leases: Queue::unanchored(session, &root.child("leases"))?,
+            leases: Queue::unanchored(session, &root.child(crate::layout::SEMAPHORE_LEASES))?,
             root: root.to_string(),
             permits,
             permits_checked: OnceLock::new(),
@@ -286,7 +286,7 @@ impl ZkSemaphore {
                     }
                 }
                 Some((data, _)) => {
-                    let stored = String::from_utf8_lossy(&data).trim().parse::<u32>().ok();
+                    let stored = crate::layout::semaphore_permits(&data);
                     if stored == Some(self.permits) {
                         break;
                     }

@@ -22,7 +22,7 @@ use crate::session::Epoch;
 
 /// What Curator's `Revoker.attemptRevoke` writes into a lock node: a request to the holder to
 /// release, not a release.
-pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
+use crate::layout::REVOKE;
 
 type EventFuture = Pin<Box<dyn Future<Output = zk::WatchedEvent> + Send>>;
 

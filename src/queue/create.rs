@@ -8,14 +8,12 @@ use tokio::sync::oneshot;
 use tracing::debug;
 use zookeeper_client as zk;
 
-use super::root::ANCHOR;
 use super::{Queue, RootMode};
 use crate::error::{connection_lost, Error, Result, RootKind};
 use crate::fence::FencingToken;
 use crate::grant::{Grant, NodeWatch, OnChange};
-use crate::path::{
-    is_record_of, new_uuid, owner_record, sorted_contenders, Contender, Naming, ZkPath,
-};
+use crate::layout::{owner, ANCHOR, STEP_PREFIX};
+use crate::path::{new_uuid, sorted_contenders, Contender, Naming, ZkPath};
 use crate::session::{Deleted, Epoch, Release, Session};
 
 /// What an enqueue learnt of the queue right after its create.
@@ -68,7 +66,7 @@ impl Created {
 
 impl Queue {
     /// Puts a node named `name` carrying `data` (`None`: the owner record, see
-    /// [`owner_record`]) in the queue (checking the root first) and returns it with the
+    /// [owner record](crate::layout::owner)) in the queue (checking the root first) and returns it with the
     /// children listed (`list`) or counted right after its creation. Dropping the result
     /// deletes the node in the background.
     pub async fn enqueue(
@@ -171,7 +169,7 @@ impl Queue {
         // own (an election's candidate info).
         let data = match (naming, data) {
             (Naming::Protected, Some(data)) => data.to_vec(),
-            _ => owner_record(&uuid, self.session.owner()),
+            _ => owner::bytes(&uuid, self.session.owner()),
         };
         let prefix = self.root.child(&naming.prefix(&uuid, name));
         // The create carries the node's path and data; the directory's create and the listing
@@ -448,7 +446,7 @@ impl CreateTask {
             to,
             "nodes someone else made stand where the counter goes next; moving it past them"
         );
-        let step = self.root.child(&format!("~zk-recipes-step-{}", self.uuid));
+        let step = self.root.child(&format!("{STEP_PREFIX}{}", self.uuid));
         let mode = zk::CreateMode::Ephemeral.with_acls(self.session.acls());
         let step = step.as_str();
         let mode = &mode;
@@ -635,7 +633,7 @@ impl CreateTask {
                 .await?;
             let Some((data, stat)) = read else { continue };
             let ours = stat.ephemeral_owner == self.epoch.id()
-                && (self.naming == Naming::Protected || is_record_of(&data, &self.uuid));
+                && (self.naming == Naming::Protected || owner::is_record_of(&data, &self.uuid));
             if ours {
                 debug!(node = %path, "recovered our node after a lost create reply");
                 let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);

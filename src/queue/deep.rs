@@ -125,9 +125,7 @@ pub(super) struct Enqueuing<'a> {
 impl Drop for Enqueuing<'_> {
     fn drop(&mut self) {
         if self.counted {
-            self.queue
-                .depths
-                .end(self.queue.root().as_str());
+            self.queue.depths.end(self.queue.root().as_str());
         }
     }
 }

@@ -53,14 +53,7 @@ use crate::session::Session;
 pub(crate) use create::Created;
 use deep::Depths;
 
-/// What a contender does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// It holds.
-    Hold,
-    /// It waits for the node at this index of the queue to go.
-    Watch(usize),
-}
+pub(crate) use crate::layout::rules::{exclusive, Decision};
 
 /// The recipe-specific part: node names and who holds / whom to watch.
 #[derive(Clone, Copy, Debug)]
@@ -76,15 +69,6 @@ pub(crate) struct Rule {
     /// (A head release no longer changes the node itself, so a peer that waits for
     /// `NodeDeleted` only, as Curator's `LeaderLatch` does, would see the deletion either way.)
     pub head_release: bool,
-}
-
-/// The mutex rule: the first holds; everyone else watches its immediate predecessor.
-pub(crate) fn exclusive(_queue: &[Contender], ours: usize) -> Decision {
-    if ours == 0 {
-        Decision::Hold
-    } else {
-        Decision::Watch(ours - 1)
-    }
 }
 
 /// Whether an acquisition may wait. (A time limit is the caller's `tokio::time::timeout`:

@@ -14,7 +14,7 @@ use crate::session::Epoch;
 /// so with this child in place the root (and its sequence counter) stays. Its name sorts after
 /// every `lock-NNNNNNNNNN` suffix, so Curator, which sorts all children, never sees it ahead of
 /// a contender.
-pub(crate) const ANCHOR: &str = "~zk-recipes-anchor";
+use crate::layout::ANCHOR;
 
 impl Queue {
     /// Once per queue: makes sure the root exists as a persistent node (creating it and its

@@ -73,7 +73,10 @@ async fn delete_node(
     path: &str,
     how: Release,
 ) -> std::result::Result<(), zk::Error> {
-    let Some((parent, name)) = path.rsplit_once('/').filter(|_| how == Release::NoteInParent) else {
+    let Some((parent, name)) = path
+        .rsplit_once('/')
+        .filter(|_| how == Release::NoteInParent)
+    else {
         return client.delete(path, None).await;
     };
     let parent = if parent.is_empty() { "/" } else { parent };

@@ -169,7 +169,7 @@ impl SessionOptions {
             auth: Vec::new(),
             loss_policy: LossPolicy::Expiry,
             tcp_nodelay: true,
-            owner: crate::path::default_owner(),
+            owner: crate::layout::owner::default_label(),
             max_packet: DEFAULT_MAX_PACKET,
             node_acls: zk::Acls::anyone_all().to_vec(),
             #[cfg(feature = "tls")]

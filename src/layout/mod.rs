@@ -1,0 +1,86 @@
+//! What the recipes leave in ZooKeeper, public so that tools (`zkr inspect`, an operator's
+//! script, another client) read it the way the library writes it: the node names and their
+//! parsing ([`names`]), the owner record in a contender's data ([`owner`]), each recipe's rule
+//! as a pure function ([`rules`]), and the reserved children below.
+//!
+//! | recipe | root's children | name | data | token |
+//! |---|---|---|---|---|
+//! | [`ZkMutex`](crate::ZkMutex) | [`ANCHOR`], contenders | `lock-N` | [`owner::OwnerRecord`] | `N` at the root's czxid |
+//! | [`ZkLockSpace`](crate::ZkLockSpace) | one container per key ([`ZkLockSpace::key_of`](crate::ZkLockSpace::key_of)) | `_c_{uuid}-lock-N` | owner record | the node's czxid |
+//! | [`ZkRwLock`](crate::ZkRwLock) | [`ANCHOR`], contenders | `_c_{uuid}-__READ__N`, `_c_{uuid}-__WRIT__N` | owner record | `N` |
+//! | [`LeaderElection`](crate::LeaderElection) | [`ANCHOR`], candidates | `_c_{uuid}-latch-N` | the user's | `N` |
+//! | [`ZkSemaphore`](crate::ZkSemaphore) | `locks/` (a mutex), `leases/` | `_c_{uuid}-lease-N` | owner record | none |
+//!
+//! Contender nodes are ephemeral and sequential; `N` is ZooKeeper's `%010d` of the root's
+//! counter. A head release writes the released node's name into the root's data in the same
+//! transaction as the delete (see `ARCHITECTURE.md`).
+//!
+//! # Example
+//!
+//! ```
+//! use zk_recipes::layout::{self, names::{self, Wants}, rules::{self, Decision}};
+//!
+//! let children = ["lock-0000000004", layout::ANCHOR, "lock-0000000003"];
+//! let mut queue: Vec<names::NodeName> = children.iter().filter_map(|c| names::parse(c)).collect();
+//! queue.sort_by_key(|n| n.sequence);
+//! assert_eq!(queue[0].wants, Wants::Lock);
+//! assert_eq!(rules::exclusive(&queue, 0), Decision::Hold);
+//! assert_eq!(rules::exclusive(&queue, 1), Decision::Watch(0));
+//! ```
+
+pub mod names;
+pub mod owner;
+pub mod rules;
+
+/// The persistent child every anchored root (mutex, read/write lock, election) gets: it keeps
+/// the server from reaping the root (a container or TTL node reads as persistent to clients),
+/// so the root's sequence never restarts. It sorts after every contender, in Curator's order
+/// too.
+///
+/// ```
+/// assert!(zk_recipes::layout::names::parse(zk_recipes::layout::ANCHOR).is_none());
+/// ```
+pub const ANCHOR: &str = "~zk-recipes-anchor";
+
+/// The name prefix of the short-lived persistent node a contender creates and deletes in one
+/// transaction to move a root's counter past a name someone else took (`{STEP_PREFIX}{uuid}`).
+///
+/// ```
+/// assert!(zk_recipes::layout::STEP_PREFIX.starts_with('~'));
+/// ```
+pub const STEP_PREFIX: &str = "~zk-recipes-step-";
+
+/// A semaphore root's child holding its internal lock's queue (Curator's
+/// `InterProcessSemaphoreV2` layout).
+///
+/// ```
+/// assert_eq!(zk_recipes::layout::SEMAPHORE_LOCKS, "locks");
+/// ```
+pub const SEMAPHORE_LOCKS: &str = "locks";
+
+/// A semaphore root's child holding its leases.
+///
+/// ```
+/// assert_eq!(zk_recipes::layout::SEMAPHORE_LEASES, "leases");
+/// ```
+pub const SEMAPHORE_LEASES: &str = "leases";
+
+/// The data Curator's `Revoker` writes on a contender's node to ask its holder to let go. The
+/// library reports it as a request ([`Grant::is_revoke_requested`](crate::Grant::is_revoke_requested)),
+/// never as a loss.
+///
+/// ```
+/// assert_eq!(zk_recipes::layout::REVOKE, b"__REVOKE__");
+/// ```
+pub const REVOKE: &[u8] = b"__REVOKE__";
+
+/// A semaphore's permit count as its root's data stores it (decimal text), `None` for anything
+/// else.
+///
+/// ```
+/// assert_eq!(zk_recipes::layout::semaphore_permits(b"3"), Some(3));
+/// assert_eq!(zk_recipes::layout::semaphore_permits(b"x"), None);
+/// ```
+pub fn semaphore_permits(data: &[u8]) -> Option<u32> {
+    std::str::from_utf8(data).ok()?.trim().parse().ok()
+}
