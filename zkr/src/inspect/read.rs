@@ -8,8 +8,9 @@ use std::pin::Pin;
 
 use zk_recipes::zookeeper_client as zk;
 
-use super::model::{Child, Dir, Stat, ANCHOR};
-use super::names;
+use zk_recipes::layout::{names, ANCHOR};
+
+use super::model::{Child, Dir, Stat};
 
 /// What was read.
 pub struct Snapshot {

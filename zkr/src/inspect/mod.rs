@@ -6,7 +6,6 @@
 //! [`model`] (pure) classifies, [`render`] prints.
 
 pub mod model;
-pub mod names;
 pub mod read;
 pub mod render;
 pub mod sessions;

@@ -94,7 +94,7 @@ fn unsupported(vars: &[&str], feature: &str) -> Result<(), Failure> {
             exit::USAGE,
             format!(
                 "{var} is set, but this zkr was built without the {feature} feature \
-                 (cargo install --path . --features cli,{feature})"
+                 (one of its default features: cargo install --path zkr)"
             ),
         )),
         None => Ok(()),
@@ -164,17 +164,6 @@ fn with_ports(hosts: Vec<&str>) -> Vec<String> {
         .collect()
 }
 
-/// The default owner label, as the library writes it: `{hostname}/{pid}`.
-pub fn default_label() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}/{}", std::process::id())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,7 +178,6 @@ mod tests {
             ["[::1]:2181", "127.0.0.1:2181"]
         );
         assert!(plain("/chroot").is_empty());
-        assert!(default_label().contains('/'));
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub const NOT_FOUND: i32 = 127;
 /// 128 + N: CMD was killed by signal N, or `zkr` was interrupted by signal N before CMD ran.
 pub const SIGNAL_BASE: i32 = 128;
 
-/// The table printed by `zkr --help` (and kept in the README).
+/// The table printed by `zkr --help` (and kept in zkr/README.md).
 pub const TABLE: &str = "\
 Exit codes:
   0-255  lock, elect: CMD's own exit code (CMD ran holding the lock, or leading)

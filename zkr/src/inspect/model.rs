@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::names::{self, Family, Name, Style, Wants};
-
-/// The child zk-recipes keeps under a mutex, read/write lock or election root.
-pub const ANCHOR: &str = "~zk-recipes-anchor";
+use zk_recipes::layout::names::{self, Family, NodeName, Style, Wants};
+use zk_recipes::layout::owner::OwnerRecord;
+use zk_recipes::layout::rules::{self, Contends, Decision};
+use zk_recipes::layout::{semaphore_permits as permits, ANCHOR, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
 
 /// Warn when fewer than this share of a root's counter is left.
 const NEAR_END_SHARE: f64 = 0.10;
@@ -214,7 +214,7 @@ fn visit(dir: &Dir, sessions: &Sessions, now_ms: i64, out: &mut Vec<Queue>) {
         out.extend(dir_queues(dir, sessions, now_ms));
     }
     for child in &dir.children {
-        if semaphore && (child.name == "locks" || child.name == "leases") {
+        if semaphore && (child.name == SEMAPHORE_LOCKS || child.name == SEMAPHORE_LEASES) {
             continue;
         }
         if let Some(sub) = &child.dir {
@@ -226,18 +226,21 @@ fn visit(dir: &Dir, sessions: &Sessions, now_ms: i64, out: &mut Vec<Queue>) {
 /// Curator's `InterProcessSemaphoreV2` layout: `{root}/leases` (and `{root}/locks`); or
 /// zk-recipes' with the permits in the root's data and only `locks` left.
 fn is_semaphore_root(dir: &Dir) -> bool {
-    dir.child("leases").is_some() || (dir.child("locks").is_some() && permits(&dir.data).is_some())
-}
-
-fn permits(data: &[u8]) -> Option<u32> {
-    std::str::from_utf8(data).ok()?.trim().parse().ok()
+    dir.child(SEMAPHORE_LEASES).is_some()
+        || (dir.child(SEMAPHORE_LOCKS).is_some() && permits(&dir.data).is_some())
 }
 
 /// A contender node of `dir`, parsed.
 struct Member<'a> {
-    name: Name,
+    name: NodeName,
     child: &'a Child,
     record: Option<String>,
+}
+
+impl Contends for Member<'_> {
+    fn wants(&self) -> Wants {
+        self.name.wants
+    }
 }
 
 impl Member<'_> {
@@ -331,14 +334,15 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
             Family::Kazoo | Family::ZkLock => ("mutex", "none"),
             Family::ZkElection => ("election", "none"),
         };
-        let decide: fn(&[Member<'_>], usize) -> Option<usize> = match family {
-            Family::RwLock | Family::Kazoo => read_write,
-            Family::Lease => |_, _| None,
-            _ => exclusive,
+        // The library's own rules (a semaphore's leases have none: see semaphore_queue).
+        let decide = |list: &[Member<'_>], i: usize| match family {
+            Family::RwLock | Family::Kazoo => rules::read_write(list, i),
+            Family::Lease => Decision::Hold,
+            _ => rules::exclusive(list, i),
         };
         let mut contenders = Vec::new();
         for (i, m) in list.iter().enumerate() {
-            let watched = decide(list, i);
+            let watched = decide(list, i).watched();
             let token = match tokens {
                 _ if m.name.is_wrapped() => None,
                 "czxid" => u64::try_from(m.child.stat.czxid).ok(),
@@ -389,27 +393,13 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
     out
 }
 
-/// Exclusive recipes: the first holds; everyone else watches its predecessor.
-fn exclusive(_list: &[Member<'_>], i: usize) -> Option<usize> {
-    i.checked_sub(1)
-}
-
-/// Read/write locks (Curator's, ours, kazoo's): a writer holds first in line and watches its
-/// predecessor; a reader holds with no writer ahead and watches the closest writer ahead.
-fn read_write(list: &[Member<'_>], i: usize) -> Option<usize> {
-    if list[i].name.wants.exclusive() {
-        return i.checked_sub(1);
-    }
-    list[..i].iter().rposition(|m| m.name.wants.exclusive())
-}
-
 /// Curator's `InterProcessSemaphoreV2` layout, as zk-recipes' `ZkSemaphore` shares it: the
 /// leases (the first `permits` hold; one more waits for room, made by the head of the
 /// internal lock), then the internal lock's queue (its head is about to take a lease).
 fn semaphore_queue(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Queue {
     let permits = permits(&dir.data);
-    let leases_dir = dir.child("leases").and_then(|c| c.dir.as_ref());
-    let locks_dir = dir.child("locks").and_then(|c| c.dir.as_ref());
+    let leases_dir = dir.child(SEMAPHORE_LEASES).and_then(|c| c.dir.as_ref());
+    let locks_dir = dir.child(SEMAPHORE_LOCKS).and_then(|c| c.dir.as_ref());
     let empty = BTreeMap::new();
     let lease_families = leases_dir.map(members);
     let lock_families = locks_dir.map(members);
@@ -518,7 +508,7 @@ fn kazoo_semaphore(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Option<Queue>
         .enumerate()
         .map(|(i, child)| {
             let m = Member {
-                name: Name {
+                name: NodeName {
                     style: Style::Kazoo,
                     family: Family::Kazoo,
                     wants: Wants::Lease,
@@ -679,14 +669,9 @@ fn contender_warnings(queue: &mut Queue) {
     queue.warnings.extend(warnings);
 }
 
-/// zk-recipes' owner record (`id={uuid}\nowner={label}\n`): the label.
+/// zk-recipes' owner record: the label.
 fn owner_record(data: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(data).ok()?;
-    let mut lines = text.lines();
-    lines.next()?.strip_prefix("id=")?;
-    lines
-        .find_map(|l| l.strip_prefix("owner="))
-        .map(|o| o.trim().to_owned())
+    OwnerRecord::parse(data).map(|r| r.owner)
 }
 
 /// Node data for people: text, control characters as spaces, at most 120 characters.

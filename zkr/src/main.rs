@@ -1,6 +1,6 @@
 //! `zkr`: ZooKeeper locks and elections from the shell (`lock`, `elect`), and who holds and
-//! who waits (`inspect`, `watch`). Built with `--features cli`; see the README's "Command
-//! line" section and `zkr --help`.
+//! who waits (`inspect`, `watch`). Its own crate on the library's
+//! public API and its [`layout`](zk_recipes::layout); see `zkr/README.md` and `zkr --help`.
 //!
 //! One concept per module: [`args`] (the command line), [`exit`] (exit codes and failures),
 //! [`connect`] (the session), [`child`] (CMD in its process group), [`run`] (lock and elect:

@@ -151,7 +151,7 @@ pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
         .info
         .clone()
         .or_else(|| args.run.owner.clone())
-        .unwrap_or_else(connect::default_label);
+        .unwrap_or_else(zk_recipes::layout::owner::default_label);
     let election = LeaderElection::new(&session, &args.path, info.as_bytes())?;
     let what = format!("the election {}", args.path);
     let acquired = async {

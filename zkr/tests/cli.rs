@@ -17,11 +17,10 @@
 //!   from the environment take a lock, and no CA, a wrong password or a malformed `ZK_DIGEST`
 //!   get their codes.
 //!
-//! Needs `--features cli` (`.ci/test` passes it). The inspect fixture also needs a server of its
+//! The TLS and SASL tests need zkr's default features `tls` and `sasl-digest-md5`. The inspect fixture also needs a server of its
 //! own (not `ZK_CONNECT`), `javac` and Debian's ZooKeeper and Curator jars (`.ci/test` installs
 //! them); without them it prints why and passes without running.
-#![cfg(feature = "cli")]
-
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::path::Path;
@@ -521,7 +520,7 @@ const NEAR_END_COUNTER: i32 = i32::MAX - 1000;
 const SNAPSHOT_ZXID: u64 = 0x1_0000_0005;
 
 /// The jars the Java helpers need, in /usr/share/java.
-const CURATOR_JARS: &str = include_str!("../examples/bench-peers/classpath.txt");
+const CURATOR_JARS: &str = include_str!("../../examples/bench-peers/classpath.txt");
 
 /// A server of the test's own, restarted on a snapshot where `/fx/near-end`'s counter stands
 /// at [`NEAR_END_COUNTER`] (written by `tests/java/SequenceNearWrap.java`).
@@ -622,7 +621,7 @@ async fn inspect_shows_every_recipe_kind_right() {
     let mut jars: Vec<&str> = CURATOR_JARS.lines().collect();
     jars.push("zookeeper-jute");
     let java = support::compile_java(
-        "tests/java/SequenceNearWrap.java",
+        "../tests/java/SequenceNearWrap.java",
         &jars,
         "libzookeeper-java libcurator-recipes-java",
         classes.path(),
@@ -630,7 +629,7 @@ async fn inspect_shows_every_recipe_kind_right() {
     .await;
     let classpath = match java {
         Ok(_) => support::compile_java(
-            "examples/bench-peers/CuratorInterop.java",
+            "../examples/bench-peers/CuratorInterop.java",
             &jars,
             "libcurator-recipes-java",
             classes.path(),
@@ -1078,7 +1077,7 @@ async fn inspect_shows_every_recipe_kind_right() {
     assert_eq!(strs(&column(q, "session_state")), [Some("disconnected")]);
     assert_eq!(warning_kinds(q), ["session-disconnected"]);
 
-    // The same as a table, for people (and the README).
+    // The same as a table, for people (and zkr/README.md).
     let table = run(zkr(&connect, &["inspect", "/", "--recursive"]), 60).await;
     assert_eq!(table.code, 0, "{}", table.stderr);
     println!("zkr inspect / --recursive\n{}", table.stdout);
