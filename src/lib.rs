@@ -67,6 +67,8 @@
 //! - [`ZkGroup`]: group membership, a member's node kept across session expiries (Curator
 //!   `GroupMember` layout).
 //! - [`Error`]: the one error type ([`Error::is_retryable`] says which to retry).
+//! - [`layout`]: what the recipes leave in ZooKeeper (node names and their parsing, the owner
+//!   record, each recipe's rule as a pure function), public for tools such as `zkr inspect`.
 //! - [`zookeeper_client`]: the client crate, re-exported, for [`FencedWrite`]'s operations and
 //!   [`Session::client`].
 //!
@@ -109,10 +111,12 @@
 //!
 //! ```
 //! # #[cfg(feature = "tls")]
-//! # fn demo(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<(), zk_recipes::Error> {
+//! # fn demo() -> Result<(), zk_recipes::Error> {
 //! use zk_recipes::{zookeeper_client::Acls, SessionOptions, TlsConfig};
 //!
-//! let tls = TlsConfig::new(ca_pem)?.with_client_cert(cert_pem, key_pem)?;
+//! // As the README shows it; `TlsConfig::new` and `with_client_cert` take the PEM text itself.
+//! let tls = TlsConfig::from_ca_file("/etc/zk/ca.pem")?
+//!     .with_client_cert_files("/etc/zk/client.pem", "/etc/zk/client.key")?;
 //! let opts = SessionOptions::new("zk1:2281,zk2:2281,zk3:2281/app")
 //!     .tls(tls)
 //!     .digest_auth("billing", "secret")

@@ -10,7 +10,7 @@
 //! processes); the test bed they share (ensembles, contenders, probes, the final reading of the
 //! store and the table row) is `support/bed/`.
 //!
-//! Each scenario prints its row of the README's "Reliability" table (`RELIABILITY |...`).
+//! Each scenario prints its row of the "Reliability" table in docs/reliability.md (`RELIABILITY |...`).
 //! `ZK_FAULTS_SCALE=N` repeats each fault N times (and runs the workload longer); the default
 //! of 1 keeps the whole file to a few minutes. With `ZK_CONNECT` set, nothing here can run
 //! (it needs ensembles of its own to break), and each test says so.

@@ -17,7 +17,7 @@
 //! (`support/nemesis/schedule.rs`), printed at the start with the seed. Which member a fault's
 //! role names (the leader, the holder's server) is found when it starts.
 //!
-//! It prints the README's soak tables (`SOAK |...`):
+//! It prints the soak tables of docs/reliability.md (`SOAK |...`):
 //!
 //! ```sh
 //! ZK_SOAK_SECS=600 cargo nextest run -p zk-recipes --test soak --success-output immediate | grep SOAK

@@ -4,7 +4,7 @@
 //! semaphore, election); contenders doing fenced increments (`worker.rs`), some possibly in a
 //! process of their own; the probes that take every lock again after the heal; and the final
 //! reading of the store, judged by the history checker (`support/history.rs`) and printed as
-//! a row of the README's table (`report.rs`).
+//! a row of docs/reliability.md's table (`report.rs`).
 
 pub mod report;
 pub mod worker;
@@ -124,7 +124,7 @@ impl Kind {
         format!("{prefix}-{i}")
     }
 
-    /// The recipe, as the README's tables name it.
+    /// The recipe, as docs/reliability.md's tables name it.
     pub fn recipe(self) -> &'static str {
         match self {
             Kind::Mutex => "ZkMutex",

@@ -23,7 +23,7 @@ pub fn longest_stall(e: &Events, locks: &[String]) -> Duration {
     worst
 }
 
-/// One row of the README's table.
+/// One row of docs/reliability.md's table.
 pub struct Row {
     pub scenario: String,
     pub policy: &'static str,

@@ -1,0 +1,127 @@
+//! The README's code, compiled: each ```rust block of the guide is in a function here, as
+//! written there, and a test checks that every line of every block is in this file in order, so
+//! the README cannot show code that does not build. (The snippets name servers such as `zk1`;
+//! they are compiled, not run: the recipe tests run the same calls against real servers.)
+#![allow(
+    dead_code,
+    unused_variables,
+    unreachable_code,
+    clippy::diverging_sub_expression
+)]
+
+use std::error::Error as StdError;
+
+use zk_recipes::{
+    FencingToken, LeaderElection, LossPolicy, Session, SessionOptions, ZkGroup, ZkMutex,
+    ZkSharedCount,
+};
+
+type R = Result<(), Box<dyn StdError>>;
+
+async fn do_the_work(_token: FencingToken) -> Result<(), zk_recipes::Error> {
+    Ok(())
+}
+
+async fn run_scheduler(_term: FencingToken) {}
+
+async fn lock_a_resource() -> R {
+    use zk_recipes::{Session, SessionOptions, ZkLockSpace};
+
+    let session = Session::connect(SessionOptions::new("zk1:2181,zk2:2181,zk3:2181")).await?;
+    let orders = ZkLockSpace::new(&session, "/locks/orders")?; // nothing sent yet
+    let guard = orders.lock("order-42").await?; // waits, FIFO
+    let token = guard.token(); // the fencing token
+                               // ... the critical section: every write carries `token` ...
+    guard.release().await?;
+    Ok(())
+}
+
+async fn one_long_lived_lock(session: Session) -> R {
+    let mutex = ZkMutex::new(&session, "/locks/nightly-report")?;
+    let guard = mutex.lock().await?;
+    // Write with the token:
+    let client = guard.client()?;
+    let mut write = guard.fenced_write(&client)?;
+    write.add_set_data("/app/balance", b"10400000", None)?;
+    write.commit().await?; // Error::Lost if the lock is gone: nothing was written
+    Ok(())
+}
+
+async fn react_to_losing_the_lock(mutex: ZkMutex) -> R {
+    let guard = mutex.lock().await?;
+    let token = guard.token();
+    tokio::select! {
+        reason = guard.lost() => eprintln!("lost the lock ({reason:?}); stopping"),
+        result = do_the_work(token) => result?,
+    }
+    Ok(())
+}
+
+fn choose_a_loss_policy() {
+    let options = SessionOptions::new("zk1:2181").loss_policy(LossPolicy::Suspension);
+}
+
+async fn run_a_leader_only_job(session: Session) -> R {
+    let election = LeaderElection::new(&session, "/election/scheduler", "worker-7@10.0.0.7")?;
+    loop {
+        let leadership = election.campaign().await?; // waits until elected
+        let term = leadership.term(); // the fencing token of this leader
+        tokio::select! {
+            reason = leadership.lost() => eprintln!("no longer leader ({reason:?})"),
+            _ = run_scheduler(term) => leadership.resign().await?,
+        }
+    }
+}
+
+async fn the_other_recipes(session: Session) -> R {
+    let workers = ZkSharedCount::new(&session, "/jobs/active-workers", 0)?;
+    workers.add(1).await?;
+    let now = workers.get().await?;
+    let next = workers.changed(&now).await?; // someone joined or left
+
+    let group = ZkGroup::new(&session, "/services/billing")?;
+    let me = group.join("worker-7", b"10.0.0.7:8080").await?;
+    let members = group.members().await?;
+    let next = group.changed(&members).await?; // someone joined, left or changed its payload
+    me.leave().await?;
+    Ok(())
+}
+
+#[cfg(all(feature = "tls", feature = "sasl-digest-md5"))]
+fn tls_and_sasl() -> R {
+    use zk_recipes::{zookeeper_client::Acls, SessionOptions, TlsConfig};
+
+    let tls = TlsConfig::from_ca_file("/etc/zk/ca.pem")? // whom to trust
+        .with_client_cert_files("/etc/zk/client.pem", "/etc/zk/client.key")?; // if the servers ask
+    let options = SessionOptions::new("zk1:2281,zk2:2281,zk3:2281") // secureClientPort
+        .tls(tls)
+        .sasl_digest_md5("billing", "secret") // the servers' JAAS `Server` section: user_billing="secret"
+        .node_acls(Acls::creator_all()); // recipes' nodes for sasl:billing only
+    Ok(())
+}
+
+/// Every line of every ```rust block of the README is in this file, in order (runs of
+/// whitespace count as one space: rustfmt aligns comments its own way).
+#[test]
+fn the_readmes_code_is_in_this_file_in_order() {
+    let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = include_str!("../README.md");
+    let this = squeeze(include_str!("readme.rs"));
+    let blocks: Vec<&str> = readme
+        .split("```rust\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap_or(""))
+        .collect();
+    assert!(blocks.len() >= 8, "the guide's blocks: {}", blocks.len());
+    let mut rest = this.as_str();
+    for line in blocks.iter().flat_map(|b| b.lines()) {
+        let line = squeeze(line);
+        if line.is_empty() {
+            continue;
+        }
+        let at = rest.find(&line).unwrap_or_else(|| {
+            panic!("the README's line is not in tests/readme.rs, in order: {line}")
+        });
+        rest = &rest[at + line.len()..];
+    }
+}
