@@ -15,6 +15,7 @@
 //! older term after one from a newer term) and every failover completed.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -286,69 +287,59 @@ async fn run_worker(
             leader.term
         );
     }
-    loop {
-        if board.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let leadership = match election.campaign().await {
-            Ok(l) => l,
-            Err(Error::SessionClosed) => return,
-            Err(e) => {
-                eprintln!("[{id}] campaign failed: {e}");
-                tokio::time::sleep(TICK).await;
-                continue;
-            }
-        };
-        let term = leadership.term().as_u64();
-        if board.stop.load(Ordering::SeqCst) {
-            println!("[{id}] elected, term {term}, during the shutdown: resigning at once");
-            let _ = leadership.resign().await;
-            return;
-        }
-        println!("[{id}] elected, term {term}");
-        elected.send_replace(Some(Elected {
-            worker: id.clone(),
-            term,
-            at: Instant::now(),
-        }));
-        let mut counter = 0u64;
-        let mut ticks = tokio::time::interval(TICK);
-        loop {
-            tokio::select! {
-                reason = leadership.lost() => {
-                    println!("[{id}] lost leadership of term {term}: {reason:?}");
-                    break;
+    // `lead` campaigns, runs the job while leader (dropping it the moment leadership is lost
+    // or the session's lease clock runs out, so a worker resumed after a freeze does not run
+    // one more tick), resigns when it returns, and campaigns again.
+    let led = election
+        .lead(|leadership| {
+            let (id, board, elected, journal) =
+                (id.clone(), board.clone(), elected.clone(), journal.clone());
+            async move {
+                let term = leadership.term().as_u64();
+                if board.stop.load(Ordering::SeqCst) {
+                    println!("[{id}] elected, term {term}, during the shutdown: resigning at once");
+                    return ControlFlow::Break(());
                 }
-                _ = ticks.tick() => {
+                println!("[{id}] elected, term {term}");
+                elected.send_replace(Some(Elected {
+                    worker: id.clone(),
+                    term,
+                    at: Instant::now(),
+                }));
+                let mut counter = 0u64;
+                let mut ticks = tokio::time::interval(TICK);
+                loop {
+                    ticks.tick().await;
                     counter += 1;
                     let entry = format!("{term}:{counter}:{id}");
-                    match journal_write(&leadership, &format!("{journal}/entry-"), entry.as_bytes()).await {
-                        Ok(_) => { board.accepted.fetch_add(1, Ordering::Relaxed); }
+                    match journal_write(&leadership, &format!("{journal}/entry-"), entry.as_bytes())
+                        .await
+                    {
+                        Ok(_) => {
+                            board.accepted.fetch_add(1, Ordering::Relaxed);
+                        }
                         Err(e @ (Error::Lost { .. } | Error::SessionExpired)) => {
                             board.refused.fetch_add(1, Ordering::Relaxed);
                             println!("[{id}] fenced write of term {term} refused: {e}");
-                            break;
+                            return ControlFlow::Continue(());
                         }
                         Err(e) => {
                             board.unknown.fetch_add(1, Ordering::Relaxed);
-                            println!("[{id}] fenced write of term {term} may or may not have landed: {e}");
+                            println!(
+                            "[{id}] fenced write of term {term} may or may not have landed: {e}"
+                        );
                         }
                     }
                     if board.stop.load(Ordering::SeqCst) {
-                        let _ = leadership.resign().await;
-                        return;
+                        return ControlFlow::Break(());
                     }
                 }
             }
-        }
-        drop(leadership);
-        if let Ok(Some(leader)) = observer.changed().await {
-            println!(
-                "[{id}] sees leader {} (term {})",
-                String::from_utf8_lossy(&leader.info),
-                leader.term
-            );
-        }
+        })
+        .await;
+    match led {
+        Ok(()) | Err(Error::SessionClosed) => {}
+        Err(e) => eprintln!("[{id}] leading failed: {e}"),
     }
 }
 

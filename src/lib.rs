@@ -135,6 +135,7 @@ mod guard;
 mod key;
 mod keyed;
 pub mod layout;
+mod lead;
 mod mutex;
 mod nodelay;
 mod path;

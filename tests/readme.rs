@@ -10,6 +10,7 @@
 )]
 
 use std::error::Error as StdError;
+use std::ops::ControlFlow;
 
 use zk_recipes::{
     FencingToken, LeaderElection, LossPolicy, Session, SessionOptions, ZkGroup, ZkMutex,
@@ -63,14 +64,13 @@ fn choose_a_loss_policy() {
 
 async fn run_a_leader_only_job(session: Session) -> R {
     let election = LeaderElection::new(&session, "/election/scheduler", "worker-7@10.0.0.7")?;
-    loop {
-        let leadership = election.campaign().await?; // waits until elected
-        let term = leadership.term(); // the fencing token of this leader
-        tokio::select! {
-            reason = leadership.lost() => eprintln!("no longer leader ({reason:?})"),
-            _ = run_scheduler(term) => leadership.resign().await?,
-        }
-    }
+    election
+        .lead(|leadership| async move {
+            run_scheduler(leadership.term()).await; // fence every write with the term
+            ControlFlow::<()>::Continue(()) // resign, campaign again
+        })
+        .await?;
+    Ok(())
 }
 
 async fn the_other_recipes(session: Session) -> R {

@@ -11,7 +11,7 @@ use zookeeper_client as zk;
 
 use crate::error::Result;
 use crate::fence::{FencedWrite, FencingToken};
-use crate::session::{Deleted, Epoch, Release, Session};
+use crate::session::{Deleted, Epoch, LeaseInterest, Release, Session};
 
 pub(crate) use watch::{NodeWatch, Seen};
 
@@ -35,6 +35,11 @@ pub enum LossReason {
     /// release it. (Curator's revocation request, `__REVOKE__`, is no loss: see
     /// [`Grant::revoke_requested`].)
     NodeChanged,
+    /// The session's lease clock ran out under
+    /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension): the ensemble did not answer
+    /// for so long that the session may have expired (the process was frozen, or the
+    /// connection silent). See [`Grant::is_held`].
+    LeaseExpired,
 }
 
 /// Whether a change of a grant's node by someone else ends the grant: it does where the node
@@ -77,6 +82,8 @@ pub struct Grant {
     /// What the one watch of this grant's node (followed from the grant on) has seen.
     fate: watch::Fate,
     released: bool,
+    /// Keeps the session's lease fed while the grant lives.
+    _lease: LeaseInterest,
 }
 
 impl fmt::Debug for Grant {
@@ -105,6 +112,7 @@ impl Grant {
         let since = epoch.register(&path);
         let fate = watch::follow(epoch.clone(), node, on_change);
         Grant {
+            _lease: epoch.lease_interest(),
             session,
             epoch,
             path,
@@ -171,10 +179,25 @@ impl Grant {
     }
 
     /// Whether the grant still holds as far as this client knows: its session is alive (and,
-    /// under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension), connected) and no
-    /// deletion or change of its node has been observed (the grant watches its node from the
-    /// moment it is made, so this needs no call to [`lost`](Grant::lost)). A `true` can be
-    /// stale by the time you act on it; the fencing token is what makes acting safe.
+    /// under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension), connected), the
+    /// session's **lease clock** still runs, and no deletion or change of its node has been
+    /// observed (the grant watches its node from the moment it is made, so this needs no call
+    /// to [`lost`](Grant::lost)).
+    ///
+    /// The lease clock: the session counts as alive only until a third of the session timeout
+    /// before the server could expire it, reckoned from when the last request that went through
+    /// the ensemble's leader was *sent* (a heartbeat keeps it fed while anything is held or
+    /// queued), on a clock that keeps counting while the process is stopped. So a process
+    /// resumed after a freeze (GC, `SIGSTOP`, a stalled host) sees `false` here before it acts,
+    /// whatever its own timers do first. Under
+    /// [`LossPolicy::Expiry`](crate::LossPolicy::Expiry) it turns `true` again once the
+    /// ensemble answers and the session proves alive; under `Suspension` the lapse is a loss
+    /// ([`LossReason::LeaseExpired`]). A VM paused by its hypervisor may see no time pass on any
+    /// clock: only a fence covers that.
+    ///
+    /// A `true` can be stale by the time you act on it (the check-act window); the fencing
+    /// token is what makes acting safe. For an action no store can fence, [`confirm`](Grant::confirm)
+    /// first.
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
@@ -184,7 +207,65 @@ impl Grant {
     /// # }
     /// ```
     pub fn is_held(&self) -> bool {
-        !self.released && self.observed().is_none() && self.epoch.holds(self.since)
+        !self.released
+            && self.observed().is_none()
+            && self.epoch.holds(self.since)
+            && self.epoch.lease_valid()
+    }
+
+    /// Checks on the server, in one round trip, that the grant still holds: a `sync` through
+    /// the ensemble's leader and a read of the node after it (its owner must be this session),
+    /// and feeds the session's lease clock from the time the request was sent. Returns how long
+    /// the caller may act on the answer: the lease that remains. Use it right before an action
+    /// that no store can fence (sending mail, calling a service); the window that remains is
+    /// the time between this answer and the act.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`](crate::Error::Lost) when the node is gone, belongs to another session,
+    /// or the grant was already seen lost; [`Error::SessionExpired`](crate::Error::SessionExpired)
+    /// or [`Error::ConnectionLost`](crate::Error::ConnectionLost) when the ensemble cannot
+    /// answer (not retried: a confirmation is about now).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a dropped call feeds nothing.
+    ///
+    /// ```no_run
+    /// # async fn send_the_mail() {}
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), zk_recipes::Error> {
+    /// let left = guard.confirm().await?; // one round trip
+    /// if left > std::time::Duration::from_millis(500) {
+    ///     send_the_mail().await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn confirm(&self) -> Result<std::time::Duration> {
+        let lost = || crate::Error::Lost {
+            path: self.path.clone(),
+        };
+        if self.released || self.observed().is_some() || !self.epoch.holds(self.since) {
+            return Err(lost());
+        }
+        let sent = crate::session::lease_now();
+        let client = self.epoch.client()?;
+        // Sent back to back; the server answers the read after the sync, with the leader's view.
+        let sync = client.sync("/");
+        let stat = client.check_stat(&self.path);
+        let (sync, stat) = (sync.await, stat.await);
+        drop(client);
+        sync.map_err(|e| self.epoch.error(e, "/"))?;
+        let stat = stat.map_err(|e| self.epoch.error(e, &self.path))?;
+        if stat.is_none_or(|s| s.ephemeral_owner != self.epoch.id()) {
+            return Err(lost());
+        }
+        self.epoch.lease().renew(sent);
+        if !self.epoch.holds(self.since) || self.observed().is_some() {
+            return Err(lost());
+        }
+        let left = self.epoch.lease().remaining().ok_or_else(lost)?;
+        debug!(node = %self.path, ?left, "grant confirmed");
+        Ok(left)
     }
 
     /// Resolves when the grant is lost: its session expired, was given up or closed, its node
@@ -216,6 +297,8 @@ impl Grant {
                 LossReason::SessionClosed
             } else if self.epoch.is_lost() {
                 LossReason::SessionExpired
+            } else if !self.epoch.lease_valid() {
+                LossReason::LeaseExpired
             } else {
                 LossReason::Suspended
             }
@@ -330,6 +413,31 @@ impl Grant {
         let mut revoke = self.fate.revoke.clone();
         if revoke.wait_for(|r| *r).await.is_err() {
             std::future::pending::<()>().await;
+        }
+    }
+
+    /// How long the session's lease clock still runs (see [`is_held`](Grant::is_held)); `None`
+    /// once it has run out. A supervisor outside this process (`zkr`'s watchdog) can be told
+    /// the lease's end and act on its own when this process stops telling it.
+    ///
+    /// ```no_run
+    /// # fn demo(guard: zk_recipes::ZkMutexGuard) {
+    /// if let Some(left) = guard.lease_remaining() {
+    ///     println!("the session is taken to be alive for another {left:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn lease_remaining(&self) -> Option<std::time::Duration> {
+        self.epoch.lease().remaining()
+    }
+
+    /// Resolves once the session's lease clock has run out (see [`is_held`](Grant::is_held)).
+    pub(crate) async fn lease_lapsed(&self) {
+        loop {
+            match self.epoch.lease().remaining() {
+                None => return,
+                Some(left) => tokio::time::sleep(left).await,
+            }
         }
     }
 

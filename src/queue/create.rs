@@ -14,7 +14,7 @@ use crate::fence::FencingToken;
 use crate::grant::{Grant, NodeWatch, OnChange};
 use crate::layout::{owner, ANCHOR, STEP_PREFIX};
 use crate::path::{new_uuid, sorted_contenders, Contender, Naming, ZkPath};
-use crate::session::{Deleted, Epoch, Release, Session};
+use crate::session::{Deleted, Epoch, LeaseInterest, Release, Session};
 
 /// What an enqueue learnt of the queue right after its create.
 pub(crate) enum Listing {
@@ -254,6 +254,7 @@ impl CreateTask {
         let mut reaped = 0;
         let mut stepped = 0;
         loop {
+            let sent = crate::session::lease_now();
             let client = self.epoch.client()?;
             // Both leave back to back; ZooKeeper answers them in order.
             let (made, listed) = {
@@ -264,6 +265,8 @@ impl CreateTask {
             drop(client);
             match made {
                 Made::Node(stat, path) => {
+                    // A create goes through the leader: the session lived when it was sent.
+                    self.epoch.lease().renew(sent);
                     let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
                     let czxid = match (&listed, stat.is_invalid()) {
                         (_, false) => {
@@ -685,11 +688,14 @@ pub(crate) struct OwnedNode {
     pub epoch: Arc<Epoch>,
     pub path: String,
     armed: bool,
+    /// A queued node keeps its session's lease fed (see `session/lease.rs`).
+    _lease: LeaseInterest,
 }
 
 impl OwnedNode {
     fn new(session: Session, epoch: Arc<Epoch>, path: String) -> OwnedNode {
         OwnedNode {
+            _lease: epoch.lease_interest(),
             session,
             epoch,
             path,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
+use super::lease::Lease;
 use super::LossPolicy;
 use crate::error::{connection_lost, Error, Result};
 
@@ -43,10 +44,15 @@ pub(crate) struct Epoch {
     /// the nodes of grants lost to a suspension are deleted when the session reconnects, so a
     /// guard kept after `lost()` never blocks the queue.
     grants: Mutex<HashMap<String, u64>>,
+    /// The lease clock (`lease.rs`).
+    lease: Lease,
+    /// The lease end (`Lease::until`) last counted as a lapse, so one lapse counts once.
+    lapsed_for: AtomicU64,
 }
 
 impl Epoch {
     pub(super) fn new(client: zk::Client, policy: LossPolicy) -> Epoch {
+        let client_timeout = client.session_timeout();
         Epoch {
             id: client.session_id().0,
             timeout: client.session_timeout(),
@@ -56,6 +62,8 @@ impl Epoch {
             closed: AtomicBool::new(false),
             suspensions: AtomicU64::new(0),
             grants: Mutex::new(HashMap::new()),
+            lease: Lease::new(client_timeout),
+            lapsed_for: AtomicU64::new(0),
         }
     }
 
@@ -198,6 +206,28 @@ impl Epoch {
                 state == EpochState::Live && self.suspensions.load(Ordering::SeqCst) == since
             }
         }
+    }
+
+    /// The session's lease clock.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The lease ran out: under [`LossPolicy::Suspension`], a suspension for the grants (each
+    /// made before it is lost for good). Whether this counted (once per lapse, strict policy
+    /// only).
+    pub(super) fn lapse(&self) -> bool {
+        if self.policy != LossPolicy::Suspension {
+            return false;
+        }
+        let until = self.lease.until();
+        if self.lapsed_for.swap(until, Ordering::SeqCst) == until {
+            return false;
+        }
+        self.suspensions.fetch_add(1, Ordering::SeqCst);
+        // Wake every `lost()`: the state is the same, what it means for old grants is not.
+        self.state.send_modify(|_| {});
+        true
     }
 
     pub fn is_lost(&self) -> bool {

@@ -35,6 +35,7 @@
 
 mod cleanup;
 mod epoch;
+mod lease;
 mod options;
 mod slots;
 mod supervisor;
@@ -50,6 +51,7 @@ use crate::error::{Error, Result};
 use cleanup::{janitor, Cleanup};
 pub(crate) use cleanup::{Deleted, Release};
 pub(crate) use epoch::Epoch;
+pub(crate) use lease::{now as lease_now, Interest as LeaseInterest};
 pub use options::{LossPolicy, SessionOptions};
 
 /// The state of a [`Session`], as published by [`Session::state`] and [`Session::watch_state`].
@@ -155,6 +157,7 @@ impl Session {
         let (current_tx, current_rx) = watch::channel(Some(epoch.clone()));
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (janitor_tx, janitor_rx) = mpsc::unbounded_channel();
+        tokio::spawn(lease::heartbeat(epoch.clone()));
         tokio::spawn(supervisor::supervise(
             options.clone(),
             epoch,

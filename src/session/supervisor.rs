@@ -76,7 +76,11 @@ pub(super) async fn supervise(
                     return;
                 }
                 opened = options.open() => match opened {
-                    Ok(client) => break Arc::new(Epoch::new(client, options.loss_policy)),
+                    Ok(client) => {
+                        let epoch = Arc::new(Epoch::new(client, options.loss_policy));
+                        tokio::spawn(super::lease::heartbeat(epoch.clone()));
+                        break epoch;
+                    }
                     Err(err) => {
                         debug!(%err, "reconnect failed; retrying");
                         tokio::time::sleep(backoff).await;

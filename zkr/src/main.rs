@@ -18,12 +18,18 @@ mod observe;
 mod run;
 mod time;
 mod watch;
+mod watchdog;
 
 use clap::Parser;
 
 use args::{Cli, Command};
 
 fn main() {
+    // The watchdog of a running CMD (see `watchdog.rs`): this binary again, not a subcommand.
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("__watchdog") {
+        watchdog::main(&argv[1..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

@@ -19,6 +19,7 @@ use crate::args::{ElectArgs, LockArgs, RunArgs, ZkArgs};
 use crate::child::{self, Running};
 use crate::connect;
 use crate::exit::{self, Failure, Result};
+use crate::watchdog::{self, Watchdog};
 
 /// After this long without a grant, say that we wait.
 const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
@@ -275,7 +276,27 @@ async fn run_holding(
             return Err(failure);
         }
     };
-    let (status, lost) = supervise(&held, &mut running, signals, run.grace, out).await;
+    // A second process that ends CMD's group should this one freeze (see `watchdog.rs`).
+    let mut watchdog = match Watchdog::spawn(running.pid(), run.grace) {
+        Ok(watchdog) => Some(watchdog),
+        Err(e) => {
+            eprintln!("zkr: no watchdog ({e}): a frozen zkr would leave CMD running");
+            None
+        }
+    };
+    let liveness = watchdog::liveness(zk.session_timeout);
+    let (status, lost) = supervise(
+        &held,
+        &mut running,
+        signals,
+        run.grace,
+        out,
+        watchdog.as_mut().map(|w| (w, liveness)),
+    )
+    .await;
+    if let Some(watchdog) = watchdog {
+        watchdog.finish();
+    }
     let word = held.released();
     let released = bounded(zk, held.release()).await;
     session.close().await;
@@ -326,6 +347,7 @@ async fn supervise(
     signals: &mut Signals,
     grace: Duration,
     out: &Reporter,
+    mut watchdog: Option<(&mut Watchdog, Duration)>,
 ) -> (
     std::io::Result<std::process::ExitStatus>,
     Option<LossReason>,
@@ -333,9 +355,16 @@ async fn supervise(
     let grant = held.grant();
     let mut lost = None;
     let mut kill_at: Option<Instant> = None;
+    let mut feed = tokio::time::interval(watchdog::FEED_EVERY);
     let status = loop {
         tokio::select! {
             status = running.wait() => break status,
+            _ = feed.tick(), if watchdog.is_some() => {
+                if let Some((watchdog, liveness)) = watchdog.as_mut() {
+                    let left = grant.lease_remaining().unwrap_or_default().max(*liveness);
+                    watchdog.feed(watchdog::boottime() + left.as_nanos() as u64);
+                }
+            }
             reason = grant.lost(), if lost.is_none() => {
                 lost = Some(reason);
                 kill_at = Some(Instant::now() + grace);

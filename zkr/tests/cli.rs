@@ -345,6 +345,75 @@ async fn a_lock_lost_while_cmd_runs_ends_cmd_within_the_grace() {
     assert!(rest.contains("SIGKILL"), "{rest}");
 }
 
+/// `zkr` itself frozen with SIGSTOP while CMD runs: its watchdog ends CMD before the next
+/// holder's CMD starts (the next holder waits for the frozen session to expire); resumed, the
+/// frozen zkr reports the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_zkr_leaves_no_cmd_running_beside_the_next_holders() {
+    let zk = Zk::start("cli-frozen").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let log = log.to_str().unwrap();
+    // Each CMD logs its start and its SIGTERM with a nanosecond timestamp.
+    let script = format!(
+        r#"echo "start $1 $(date +%s%N)" >> {log}; trap 'echo "term $1 $(date +%s%N)" >> {log}; exit 143' TERM; echo ready; while :; do sleep 0.02; done"#
+    );
+    let args = |who: &str| -> Vec<String> {
+        [
+            "lock",
+            "/frozen",
+            "--session-timeout",
+            "2s",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            who,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let first_args = args("first");
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let mut first = Running::spawn(zkr(&zk.connect, &first_args));
+    first.stdout.next("the first CMD to start", 30).await;
+    first.signal(libc::SIGSTOP);
+    let frozen = Instant::now();
+    let second_args = args("second");
+    let second_args: Vec<&str> = second_args.iter().map(String::as_str).collect();
+    let mut second = Running::spawn(zkr(&zk.connect, &second_args));
+    second.stdout.next("the second CMD to start", 30).await;
+    let waited = frozen.elapsed();
+    let text = std::fs::read_to_string(log).unwrap();
+    let at = |what: &str| -> Option<i64> {
+        text.lines()
+            .find(|l| l.starts_with(what))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|t| t.parse().ok())
+    };
+    let term = at("term first").unwrap_or_else(|| panic!("the first CMD got no SIGTERM:\n{text}"));
+    let start = at("start second").unwrap();
+    let ahead_ms = (start - term) / 1_000_000;
+    println!("the frozen zkr's CMD got SIGTERM {ahead_ms} ms before the next holder's CMD started ({waited:?} after the freeze)");
+    assert!(
+        term < start,
+        "the frozen zkr's CMD got SIGTERM {} ms after the next holder's CMD started",
+        -ahead_ms
+    );
+    first.signal(libc::SIGCONT);
+    assert_eq!(
+        first.code(30).await,
+        125,
+        "the resumed zkr reports the loss"
+    );
+    second.signal(libc::SIGINT);
+    let _ = second.code(30).await;
+}
+
 #[tokio::test]
 async fn sigint_stops_cmd_and_frees_the_lock_at_once() {
     let zk = Zk::start("cli-sigint").await;

@@ -1,0 +1,289 @@
+//! The lease clock (issue #22): a holder that froze acts on nothing when it wakes.
+//!
+//! - A leader in a child process under `LossPolicy::Suspension`, running a job every 50 ms, is
+//!   frozen with SIGSTOP until another candidate leads (its session expired on the server),
+//!   then resumed: with `LeaderElection::lead` and with a loop that checks `is_held()` before
+//!   each action, **no action after the resume**; a loop that only races `lost()` (the control:
+//!   what the README advised before) acts again, so the test can tell the two apart.
+//! - After the resume, `confirm()` says lost; on a healthy session it answers in one round trip
+//!   with the lease that remains.
+//! - A grant's `is_held()` turns false once the lease clock runs out while the ensemble is
+//!   silent (its server paused), and true again when it answers, under `LossPolicy::Expiry`.
+//!
+//! `ZK_FREEZE_RUNS` sets the freezes per mode (default 3).
+
+mod support;
+
+use std::ops::ControlFlow;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use support::{within, Zk};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+use zk_recipes::{LeaderElection, LossPolicy, Session, SessionOptions, ZkMutex};
+use zk_testcontainers::scaled;
+
+const CHILD_VAR: &str = "ZK_LEASE_CHILD";
+const SESSION: Duration = Duration::from_secs(2);
+const ROOT: &str = "/election/scheduler";
+
+fn runs() -> usize {
+    std::env::var("ZK_FREEZE_RUNS")
+        .ok()
+        .map(|v| v.parse().expect("ZK_FREEZE_RUNS: a number"))
+        .unwrap_or(3)
+}
+
+/// How the child's leader acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `LeaderElection::lead`, the job acting every 50 ms.
+    Lead,
+    /// `campaign`, then a loop that checks `is_held()` before each action.
+    Check,
+    /// `campaign`, then a loop raced against `lost()` only (the control).
+    Naive,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Lead => "lead",
+            Mode::Check => "check",
+            Mode::Naive => "naive",
+        }
+    }
+
+    fn parse(s: &str) -> Mode {
+        match s {
+            "lead" => Mode::Lead,
+            "check" => Mode::Check,
+            _ => Mode::Naive,
+        }
+    }
+}
+
+/// The child: leads (or campaigns) and prints `LEADER`, then `ACT n` for each action, `STOP`
+/// when it notices, and `CONFIRM ...` for a `confirm()` after that.
+#[tokio::test]
+async fn lease_child() {
+    let Ok(spec) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let (connect, mode) = spec.split_once('|').unwrap();
+    let mode = Mode::parse(mode);
+    let options = SessionOptions::new(connect)
+        .session_timeout(SESSION)
+        .loss_policy(LossPolicy::Suspension);
+    let session = Session::connect(options).await.unwrap();
+    let election = LeaderElection::new(&session, ROOT, "child").unwrap();
+    let act = |n: u64| println!("ACT {n}");
+    match mode {
+        Mode::Lead => {
+            election
+                .lead(|leadership| async move {
+                    println!("LEADER {}", leadership.term());
+                    let mut tick = tokio::time::interval(Duration::from_millis(50));
+                    for n in 0.. {
+                        tick.tick().await;
+                        act(n);
+                    }
+                    ControlFlow::<()>::Break(())
+                })
+                .await
+                .unwrap();
+        }
+        Mode::Check | Mode::Naive => {
+            let leadership = election.campaign().await.unwrap();
+            println!("LEADER {}", leadership.term());
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let work = async {
+                for n in 0.. {
+                    tick.tick().await;
+                    if mode == Mode::Check && !leadership.is_held() {
+                        return;
+                    }
+                    act(n);
+                }
+            };
+            tokio::select! {
+                biased;
+                reason = leadership.lost() => println!("LOST {reason:?}"),
+                _ = work => println!("STOP"),
+            }
+            println!("CONFIRM {:?}", leadership.confirm().await.map(|_| ()));
+        }
+    }
+}
+
+/// One freeze: the child leads, is frozen until a candidate of ours leads, and resumed. The
+/// child's actions after the resume, and what it printed then.
+async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_VAR, format!("{}|{}", zk.connect, mode.name()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap() as i32;
+    let (tx, mut lines) = mpsc::unbounded_channel();
+    let stdout = child.stdout.take().unwrap();
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Leading and acting.
+    within("the child's first actions", 30, async {
+        let mut acts = 0;
+        while acts < 3 {
+            let line = lines.recv().await.expect("the child's output");
+            acts += usize::from(line.starts_with("ACT"));
+        }
+    })
+    .await;
+    // SAFETY: a plain kill(2) of our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let stopped = Instant::now();
+    // A candidate of ours leads once the child's session expired on the server.
+    let session = zk.session().await;
+    let election = LeaderElection::new(&session, ROOT, "parent").unwrap();
+    let leadership = within("our candidate's election", 30, election.campaign())
+        .await
+        .unwrap();
+    // Whatever the child printed before the freeze is read by now.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while lines.try_recv().is_ok() {}
+    assert!(stopped.elapsed() > SESSION, "not frozen past the session");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let mut after = Vec::new();
+    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(2));
+    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, lines.recv()).await {
+        let done = line.starts_with("CONFIRM");
+        after.push(line);
+        if done {
+            break;
+        }
+    }
+    let acts = after.iter().filter(|l| l.starts_with("ACT")).count();
+    println!(
+        "{}: frozen {:?}, after the resume: {acts} action(s), then {:?}",
+        mode.name(),
+        stopped.elapsed(),
+        after
+            .iter()
+            .filter(|l| !l.starts_with("ACT"))
+            .collect::<Vec<_>>()
+    );
+    let _ = child.kill().await;
+    leadership.resign().await.unwrap();
+    session.close().await;
+    (acts, after)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_leader_acts_on_nothing_when_it_resumes() {
+    let zk = Zk::start("lease-freeze").await;
+    let mut naive = Vec::new();
+    for run in 0..runs() {
+        for mode in [Mode::Lead, Mode::Check, Mode::Naive] {
+            let (acts, after) = freeze_once(&zk, mode).await;
+            match mode {
+                Mode::Naive => naive.push(acts),
+                _ => assert_eq!(
+                    acts,
+                    0,
+                    "run {run}, {}: actions after the resume: {after:?}",
+                    mode.name()
+                ),
+            }
+            if mode == Mode::Check {
+                let confirm = after.iter().find(|l| l.starts_with("CONFIRM"));
+                assert!(
+                    confirm.is_some_and(|c| c.contains("Err")),
+                    "run {run}: confirm() after the freeze: {confirm:?}"
+                );
+            }
+        }
+    }
+    println!("the control (lost() only): actions after each resume: {naive:?}");
+    assert!(
+        naive.iter().any(|&n| n > 0),
+        "the control never acted after a resume: the freeze did not reproduce the problem"
+    );
+}
+
+#[tokio::test]
+async fn confirm_answers_in_one_round_trip_with_the_lease_that_remains() {
+    let zk = Zk::start("lease-confirm").await;
+    let session = Session::connect(zk.options().session_timeout(Duration::from_secs(4)))
+        .await
+        .unwrap();
+    let mutex = ZkMutex::new(&session, "/locks/confirm").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let timeout = Duration::from_secs(4);
+    for _ in 0..5 {
+        let started = Instant::now();
+        let left = guard.confirm().await.unwrap();
+        let took = started.elapsed();
+        assert!(left > Duration::ZERO && left <= timeout, "left {left:?}");
+        // The lease is renewed from the send: at least the lease span minus the round trip.
+        assert!(
+            left + took >= timeout * 2 / 3 - Duration::from_millis(50),
+            "left {left:?} after {took:?}"
+        );
+        assert!(guard.is_held());
+    }
+    // A node someone else deleted: confirm says lost.
+    let raw = zk.raw().await;
+    raw.delete(guard.path(), None).await.unwrap();
+    let err = guard.confirm().await.unwrap_err();
+    assert!(matches!(err, zk_recipes::Error::Lost { .. }), "{err:?}");
+    session.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn is_held_is_false_while_the_lease_has_run_out_and_true_again_once_answered() {
+    let zk = Zk::start("lease-silent").await;
+    let Some(server) = zk.server.server() else {
+        println!("not run: ZK_CONNECT is set, and this test must pause the server itself");
+        return;
+    };
+    let session = Session::connect(zk.options().session_timeout(Duration::from_secs(6)))
+        .await
+        .unwrap();
+    let mutex = ZkMutex::new(&session, "/locks/silent").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    assert!(guard.is_held());
+    // The server stops answering (paused), for less than the session timeout.
+    server.pause().await.unwrap();
+    let paused = Instant::now();
+    within("is_held() false while the server is silent", 10, async {
+        while guard.is_held() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let after = paused.elapsed();
+    // The lease runs two thirds of the timeout from the last renewal (at most a third ago).
+    assert!(
+        after <= Duration::from_secs(4) + Duration::from_millis(500),
+        "is_held() turned false only {after:?} into the silence"
+    );
+    server.unpause().await.unwrap();
+    within("is_held() true again once the server answers", 10, async {
+        while !guard.is_held() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    guard.release().await.unwrap();
+    session.close().await;
+}
