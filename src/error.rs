@@ -136,6 +136,15 @@ pub enum Error {
         path: String,
     },
 
+    /// The connect string's chroot (`/app` of `zk1:2181/app`) does not exist on the servers:
+    /// every path would be refused under it. Not retryable: create it (`zkCli: create /app`,
+    /// parents first) or fix the connect string.
+    #[error("the chroot {chroot:?} of the connect string does not exist: create it (zkCli: create {chroot}) or fix the connect string")]
+    NoChroot {
+        /// The chroot.
+        chroot: String,
+    },
+
     /// A semaphore was constructed with a permit count other than the one stored at its root
     /// by the contenders before it. Not retryable.
     #[error("{path:?} stores {stored:?} permits; this semaphore was made with {ours}")]

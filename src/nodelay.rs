@@ -38,6 +38,14 @@ pub(crate) fn hosts(connect: &str) -> Vec<(Option<&str>, &str)> {
         .collect()
 }
 
+/// The chroot of a connect string (`/app` of `zk1:2181,zk2:2181/app`), if it names one.
+pub(crate) fn chroot(connect: &str) -> Option<&str> {
+    let last = connect.rsplit(',').next()?;
+    let start = last.find("://").map_or(0, |i| i + 3);
+    let slash = last[start..].find('/')?;
+    Some(last[start + slash..].trim()).filter(|c| *c != "/")
+}
+
 /// The addresses of the servers in a connect string (`host:port,host:port/chroot`, hosts
 /// perhaps with a scheme); names are resolved off the runtime's threads, and given up (none)
 /// after `within`: a name server that does not answer must not hold up a session. A TLS
@@ -148,6 +156,14 @@ mod tests {
                 "127.0.0.2:2182".parse().unwrap()
             ]
         );
+    }
+
+    #[test]
+    fn chroots_are_what_follows_the_last_host() {
+        assert_eq!(chroot("zk1:2181,zk2:2181/app/x"), Some("/app/x"));
+        assert_eq!(chroot("tcp+tls://zk1:2281/app"), Some("/app"));
+        assert_eq!(chroot("zk1:2181"), None);
+        assert_eq!(chroot("zk1:2181/"), None);
     }
 
     #[test]

@@ -168,3 +168,27 @@ async fn a_request_that_breaks_the_connection_every_time_ends_in_bounded_time() 
         .unwrap();
     session.close().await;
 }
+
+/// A connect string whose chroot does not exist: a typed error at connect that names the
+/// chroot, within the connection timeout (every recipe answered a bare `NoNode` before).
+#[tokio::test]
+async fn a_missing_chroot_is_a_typed_error_at_connect() {
+    let zk = Zk::start("no-chroot").await;
+    let missing = format!("{}/missing-chroot", zk.connect);
+    let err = within(
+        "connect with a missing chroot",
+        10,
+        Session::connect(SessionOptions::new(missing.clone())),
+    )
+    .await
+    .unwrap_err();
+    match &err {
+        Error::NoChroot { chroot } => assert!(chroot.ends_with("/missing-chroot"), "{chroot}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert!(err.to_string().contains("zkCli: create"), "{err}");
+    // The test's own chroot exists: connecting there works.
+    let session = Session::connect(zk.options()).await.unwrap();
+    session.close().await;
+}

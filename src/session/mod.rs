@@ -132,6 +132,7 @@ impl Session {
     /// SASL, [`Error::SaslFailed`]. With TLS (feature `tls`), [`Error::TlsUntrustedServer`],
     /// [`Error::TlsClientCertRefused`] or [`Error::TlsHandshake`] instead of `Unreachable` when
     /// a handshake fails, within one more connection timeout, and [`Error::InvalidTls`].
+    /// [`Error::NoChroot`] when the connect string's chroot does not exist.
     ///
     /// # Cancel safety
     ///
@@ -149,6 +150,16 @@ impl Session {
     pub async fn connect(options: SessionOptions) -> Result<Session> {
         let span = info_span!("session_connect", connect = %options.connect);
         let client = options.open().instrument(span).await?;
+        // A chroot that is missing would refuse every path under it with a bare NoNode.
+        if let Some(chroot) = crate::nodelay::chroot(&options.connect) {
+            let stat =
+                tokio::time::timeout(options.connection_timeout, client.check_stat("/")).await;
+            if let Ok(Ok(None)) = stat {
+                return Err(Error::NoChroot {
+                    chroot: chroot.to_owned(),
+                });
+            }
+        }
         let epoch = Arc::new(Epoch::new(client, options.loss_policy));
         info!(session_id = format_args!("{:#x}", epoch.id), timeout = ?epoch.timeout, "session connected");
         let (state_tx, state_rx) = watch::channel(SessionState::Connected {
