@@ -1078,6 +1078,8 @@ async fn inspect_shows_every_recipe_kind_right() {
 
     let q = queue(&report, "/election");
     assert_eq!(q["kind"], "election");
+    // A zk-recipes election: its candidates carry the user's data, its root the anchor.
+    assert_eq!(q["libraries"], serde_json::json!(["zk-recipes"]));
     assert_eq!(
         strs(&column(q, "owner")),
         [Some("leader-info"), Some("candidate-info")]
@@ -1107,6 +1109,10 @@ async fn inspect_shows_every_recipe_kind_right() {
     );
     assert_eq!(strs(&column(q, "owner"))[1], Some("squat-victim"));
     assert_eq!(warning_kinds(q), ["persistent-node"]);
+    // The victim holds, as the library decides (it passes the squatter over); the squatter
+    // shows as a holder for the clients that count it.
+    assert_eq!(strs(&column(q, "role")), [Some("holder"), Some("holder")]);
+    assert!(column(q, "waits_for")[1].is_null(), "{q:#}");
 
     let q = queue(&report, "/near-end");
     let last = i64::from(i32::MAX);

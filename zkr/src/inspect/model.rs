@@ -233,6 +233,8 @@ fn is_semaphore_root(dir: &Dir) -> bool {
 /// A contender node of `dir`, parsed.
 struct Member<'a> {
     name: NodeName,
+    /// Its directory has the zk-recipes anchor (which Curator never makes).
+    in_anchored: bool,
     child: &'a Child,
     record: Option<String>,
 }
@@ -244,9 +246,19 @@ impl Contends for Member<'_> {
 }
 
 impl Member<'_> {
+    /// Whether this contender is zk-recipes', which passes persistent nodes in its queue over.
+    fn passes_persistent(&self) -> bool {
+        self.library() == "zk-recipes"
+    }
+
     fn library(&self) -> &'static str {
         match self.name.style {
             Style::Plain | Style::Curator if self.record.is_some() => "zk-recipes",
+            // An election candidate's data is the user's, so it has no owner record: a
+            // zk-recipes election is told by its anchored root.
+            Style::Curator if self.name.family == Family::Election && self.in_anchored => {
+                "zk-recipes"
+            }
             Style::Plain => "unknown",
             Style::Curator => "curator",
             Style::Kazoo => "kazoo",
@@ -260,10 +272,12 @@ impl Member<'_> {
 }
 
 fn members(dir: &Dir) -> BTreeMap<Family, Vec<Member<'_>>> {
+    let anchored = dir.anchored();
     let mut families: BTreeMap<Family, Vec<Member<'_>>> = BTreeMap::new();
     for child in &dir.children {
         if let Some(name) = names::parse(&child.name) {
             families.entry(name.family).or_default().push(Member {
+                in_anchored: anchored,
                 record: owner_record(&child.data),
                 name,
                 child,
@@ -335,14 +349,23 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
             Family::ZkElection => ("election", "none"),
         };
         // The library's own rules (a semaphore's leases have none: see semaphore_queue).
-        let decide = |list: &[Member<'_>], i: usize| match family {
+        let decide = |list: &[Wants], i: usize| match family {
             Family::RwLock | Family::Kazoo => rules::read_write(list, i),
             Family::Lease => Decision::Hold,
             _ => rules::exclusive(list, i),
         };
         let mut contenders = Vec::new();
         for (i, m) in list.iter().enumerate() {
-            let watched = decide(list, i).watched();
+            // A zk-recipes contender passes persistent nodes over (nobody's contenders); every
+            // other client's counts them in its queue.
+            let queue: Vec<usize> = (0..list.len())
+                .filter(|&j| {
+                    j == i || !m.passes_persistent() || list[j].child.stat.ephemeral_owner != 0
+                })
+                .collect();
+            let wants: Vec<Wants> = queue.iter().map(|&j| list[j].name.wants).collect();
+            let at = queue.iter().position(|&j| j == i).unwrap_or(0);
+            let watched = decide(&wants, at).watched().map(|w| queue[w]);
             let token = match tokens {
                 _ if m.name.is_wrapped() => None,
                 "czxid" => u64::try_from(m.child.stat.czxid).ok(),
@@ -516,6 +539,7 @@ fn kazoo_semaphore(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Option<Queue>
                 },
                 child,
                 record: None,
+                in_anchored: false,
             };
             contender(i + 1, &m, child.name.clone(), None, None, sessions, now_ms)
         })
