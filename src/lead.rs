@@ -105,8 +105,11 @@ impl LeaderElection {
             };
             // The job is gone; a clone it handed on keeps the node until it drops (see above).
             match (outcome, Arc::try_unwrap(leadership)) {
-                (_, Err(_kept)) => {
+                (outcome, Err(_kept)) => {
                     warn!(%term, "the job kept its leadership past its end: resigned when that drops");
+                    if let Some(ControlFlow::Break(value)) = outcome {
+                        return Ok(value);
+                    }
                 }
                 // Withdrawn in the background (a delete of a node that may be gone).
                 (None, Ok(leadership)) => drop(leadership),

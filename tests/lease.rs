@@ -287,3 +287,65 @@ async fn is_held_is_false_while_the_lease_has_run_out_and_true_again_once_answer
     guard.release().await.unwrap();
     session.close().await;
 }
+
+/// A freeze shorter than the session (it survives on the server) but past the lease, under
+/// `Suspension`: the leader resumed acts on nothing and its grant is lost for good, although
+/// the next answer would renew the session's lease (the lapse is counted when seen late).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_past_the_lease_but_not_the_session_is_a_loss_under_suspension() {
+    let zk = Zk::start("lease-short-freeze").await;
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_VAR, format!("{}|check", zk.connect))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap() as i32;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    within("the child's first actions", 30, async {
+        let mut acts = 0;
+        while acts < 3 {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the child's output");
+            acts += usize::from(line.starts_with("ACT"));
+        }
+    })
+    .await;
+    // SAFETY: kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // Past the lease (two thirds of the session) but well inside the session.
+    tokio::time::sleep(SESSION * 4 / 5).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while rx.try_recv().is_ok() {}
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let mut after = Vec::new();
+    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(3));
+    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        let done = line.starts_with("CONFIRM");
+        after.push(line);
+        if done {
+            break;
+        }
+    }
+    println!("after the resume: {after:?}");
+    assert!(
+        !after.iter().any(|l| l.starts_with("ACT")),
+        "actions after the resume: {after:?}"
+    );
+    assert!(
+        after.iter().any(|l| l.starts_with("CONFIRM Err")),
+        "the grant should be lost for good: {after:?}"
+    );
+    let _ = child.kill().await;
+}

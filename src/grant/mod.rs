@@ -259,7 +259,7 @@ impl Grant {
         if stat.is_none_or(|s| s.ephemeral_owner != self.epoch.id()) {
             return Err(lost());
         }
-        self.epoch.lease().renew(sent);
+        self.epoch.renew_lease(sent);
         if !self.epoch.holds(self.since) || self.observed().is_some() {
             return Err(lost());
         }

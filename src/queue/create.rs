@@ -57,6 +57,8 @@ impl Created {
         watch: Option<NodeWatch>,
     ) -> Grant {
         let watch = watch.unwrap_or_else(|| self.node_watch());
+        // The lease stays kept across the handover (with no interest it would start afresh).
+        let _kept = self.node.epoch.lease_interest();
         let (session, epoch, path) = self.node.disarm();
         Grant::new(
             session, epoch, path, self.token, self.czxid, release, on_change, watch,
@@ -247,6 +249,8 @@ const MAX_REAPED: u32 = 20;
 
 impl CreateTask {
     async fn run(mut self) -> Result<Found> {
+        // The lease is kept from the create on (its answer feeds it).
+        let _lease = self.epoch.lease_interest();
         let root = self.root.as_str().to_owned();
         let root = root.as_str();
         let names = [self.name];
@@ -266,7 +270,7 @@ impl CreateTask {
             match made {
                 Made::Node(stat, path) => {
                     // A create goes through the leader: the session lived when it was sent.
-                    self.epoch.lease().renew(sent);
+                    self.epoch.renew_lease(sent);
                     let node = OwnedNode::new(self.session.clone(), self.epoch.clone(), path);
                     let czxid = match (&listed, stat.is_invalid()) {
                         (_, false) => {

@@ -15,6 +15,16 @@
 //! write) feeds the lease every third of the timeout unless another request did; with nothing
 //! held or queued, nothing is sent.
 //!
+//! **After a lapse** (the process was frozen, or the ensemble silent, while something was
+//! held) an answer proves only that the leader still had the session when it handled the
+//! request, not that our follower's report of the touch reached the leader before it would
+//! expire the session: such an answer is a probe, and a request sent a quarter of the timeout
+//! after it renews. A lapse seen only when the next answer comes is still counted (under
+//! `Suspension`, a loss). With nothing queued or held the lease is not kept, and the next
+//! create starts it afresh: a session frozen while idle for nearly a whole timeout and used at
+//! once on waking relies on that create's answer alone (the session would have to expire
+//! within half a tick of it).
+//!
 //! **The clock** is `CLOCK_BOOTTIME` on Linux: it keeps counting while the process is stopped
 //! (`SIGSTOP`, a GC pause, a debugger) and while the machine sleeps. A virtual machine that its
 //! hypervisor pauses may see no time pass on any of its clocks; only a fence covers that.
@@ -71,6 +81,20 @@ pub(crate) struct Lease {
     /// Contender nodes (waiting or held) and other users that need the lease kept fed.
     interest: AtomicUsize,
     wake: Notify,
+    /// After an answer that could not renew (see [`Lease::renew`]): the earliest send time of
+    /// a request whose answer may renew again; 0 when none is pending.
+    probe_after: AtomicU64,
+}
+
+/// What an answered request did to the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The lease runs on from the request's send time.
+    Renewed,
+    /// The lease had (nearly) run out when the request was sent: the answer proves the session
+    /// was alive when the leader handled it, but not that the leader had heard our touches in
+    /// time, so it is a probe; a request sent a quarter of the timeout after its answer renews.
+    Probe,
 }
 
 impl Lease {
@@ -83,15 +107,52 @@ impl Lease {
             last_sent: AtomicU64::new(0),
             interest: AtomicUsize::new(0),
             wake: Notify::new(),
+            probe_after: AtomicU64::new(0),
         }
     }
 
     /// A request sent at `sent_at` (lease-clock time) that went through the leader was
-    /// answered.
-    pub fn renew(&self, sent_at: u64) {
+    /// answered. It renews the lease when the lease still had a quarter of the timeout to run
+    /// at `sent_at` (then the leader cannot have expired the session before our follower's
+    /// report of the touch reached it: followers report every half tick, and a tick is at most
+    /// half the timeout), when the session is fresh (never fed), or when it was sent a quarter
+    /// of the timeout after a probe's answer; otherwise it is a [`Renewal::Probe`].
+    pub fn renew(&self, sent_at: u64) -> Renewal {
+        let quarter = self.timeout / 4;
+        let until = self.until.load(Ordering::SeqCst);
+        let probe_after = self.probe_after.load(Ordering::SeqCst);
+        let healthy = until == 0 || until > sent_at.saturating_add(quarter);
+        let after_probe = probe_after != 0 && sent_at >= probe_after;
+        self.last_sent.fetch_max(sent_at, Ordering::SeqCst);
+        if !(healthy || after_probe) {
+            if probe_after == 0 {
+                self.probe_after
+                    .store(now().saturating_add(quarter), Ordering::SeqCst);
+            }
+            return Renewal::Probe;
+        }
+        self.probe_after.store(0, Ordering::SeqCst);
         let until = sent_at.saturating_add(self.timeout - self.margin);
         self.until.fetch_max(until, Ordering::SeqCst);
-        self.last_sent.fetch_max(sent_at, Ordering::SeqCst);
+        Renewal::Renewed
+    }
+
+    /// Whether the lease had run out before `sent_at`: a lapse, even if the answer comes.
+    pub fn lapsed_before(&self, sent_at: u64) -> bool {
+        let until = self.until.load(Ordering::SeqCst);
+        until != 0 && until <= sent_at
+    }
+
+    /// When the heartbeat should send next: a period after the last send, or as soon as a
+    /// probe's answer allows.
+    fn next_due(&self) -> u64 {
+        match self.probe_after.load(Ordering::SeqCst) {
+            0 => self
+                .last_sent
+                .load(Ordering::SeqCst)
+                .saturating_add(self.period()),
+            after => after,
+        }
     }
 
     /// How long the lease still runs; `None` once it ran out (or was never fed).
@@ -120,11 +181,31 @@ pub(crate) struct Interest(Arc<Epoch>);
 
 impl Drop for Interest {
     fn drop(&mut self) {
-        self.0.lease().interest.fetch_sub(1, Ordering::SeqCst);
+        let lease = self.0.lease();
+        if lease.interest.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // Nothing queued or held: nothing to keep fed. The next create starts the lease
+            // afresh (its answer renews, see `Lease::renew`) rather than as a probe after a
+            // lapse that nobody depended on.
+            lease.until.store(0, Ordering::SeqCst);
+            lease.probe_after.store(0, Ordering::SeqCst);
+        }
     }
 }
 
 impl Epoch {
+    /// A request of ours sent at `sent` (lease-clock time) that went through the leader was
+    /// answered: renews the lease (or takes it as a probe), counting a lapse that happened
+    /// before it was sent.
+    pub fn renew_lease(&self, sent: u64) -> Renewal {
+        if self.lease().lapsed_before(sent) && self.lapse() {
+            warn!(
+                session_id = format_args!("{:#x}", self.id()),
+                "the lease clock had run out: grants made before are lost"
+            );
+        }
+        self.lease().renew(sent)
+    }
+
     /// Keeps the lease fed until the returned value drops.
     pub fn lease_interest(self: &Arc<Self>) -> Interest {
         if self.lease().interest.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -151,10 +232,7 @@ pub(super) async fn heartbeat(epoch: Arc<Epoch>) {
                 _ = epoch.ended() => return,
             }
         }
-        let due = lease
-            .last_sent
-            .load(Ordering::SeqCst)
-            .saturating_add(lease.period());
+        let due = lease.next_due();
         let now_ns = now();
         if due > now_ns {
             tokio::select! {
@@ -175,7 +253,7 @@ pub(super) async fn heartbeat(epoch: Arc<Epoch>) {
         // at once (not when the answer comes, if ever).
         let give_up = tokio::time::sleep(Duration::from_nanos(lease.timeout));
         let mut give_up = std::pin::pin!(give_up);
-        let mut lapse_counted = !lease.is_valid();
+        let mut lapse_counted = false;
         let answered = loop {
             tokio::select! {
                 biased;
@@ -190,8 +268,8 @@ pub(super) async fn heartbeat(epoch: Arc<Epoch>) {
         };
         match answered {
             Some(Ok(())) => {
-                lease.renew(sent);
-                tracing::trace!("lease renewed");
+                let renewal = epoch.renew_lease(sent);
+                tracing::trace!(?renewal, "heartbeat answered");
             }
             Some(Err(e)) if connection_lost(&e) => {
                 debug!(%e, "heartbeat met a broken connection");

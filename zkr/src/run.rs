@@ -268,23 +268,35 @@ async fn run_holding(
     signals: &mut Signals,
     zk: &ZkArgs,
 ) -> Result<i32> {
-    let mut running = match child::spawn(program, cmd, env) {
-        Ok(running) => running,
-        Err(failure) => {
-            let _ = bounded(zk, held.release()).await;
-            session.close().await;
-            return Err(failure);
-        }
-    };
-    // A second process that ends CMD's group should this one freeze (see `watchdog.rs`).
-    let mut watchdog = match Watchdog::spawn(running.pid(), run.grace) {
+    // A second process that ends CMD's group should this one freeze (see `watchdog.rs`),
+    // started first: it must be running before CMD is.
+    let mut watchdog = match Watchdog::spawn(run.grace) {
         Ok(watchdog) => Some(watchdog),
         Err(e) => {
             eprintln!("zkr: no watchdog ({e}): a frozen zkr would leave CMD running");
             None
         }
     };
+    let mut running = match child::spawn(program, cmd, env) {
+        Ok(running) => running,
+        Err(failure) => {
+            if let Some(watchdog) = watchdog {
+                watchdog.finish();
+            }
+            let _ = bounded(zk, held.release()).await;
+            session.close().await;
+            return Err(failure);
+        }
+    };
     let liveness = watchdog::liveness(zk.session_timeout);
+    if let Some(watchdog) = watchdog.as_mut() {
+        let left = held
+            .grant()
+            .lease_remaining()
+            .unwrap_or_default()
+            .max(liveness);
+        watchdog.arm(running.pid(), watchdog::boottime() + left.as_nanos() as u64);
+    }
     let (status, lost) = supervise(
         &held,
         &mut running,

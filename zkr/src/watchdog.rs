@@ -1,7 +1,9 @@
 //! A watchdog that outlives a frozen `zkr`: a second process (this binary again, started as
-//! `zkr __watchdog PGID GRACE_MS`, in a process group of its own, so that a stop of zkr's
-//! group does not stop it) that reads deadlines from a pipe and ends CMD's process group once
-//! the last deadline has passed.
+//! `zkr __watchdog GRACE_MS` before CMD, in a process group of its own, so that a stop of zkr's
+//! group does not stop it) that reads CMD's process group and then deadlines from a pipe, and
+//! ends CMD's group once the last deadline has passed. The group and the first deadline are
+//! written in one write right after CMD is started: a freeze of `zkr` in the few instructions
+//! between the two is the one moment it does not cover.
 //!
 //! `zkr` writes a deadline on `CLOCK_BOOTTIME` (shared by every process of the machine, and
 //! counting while a process is stopped) every [`FEED_EVERY`]: the later of the session's lease
@@ -44,8 +46,8 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts the watchdog of CMD's group `pgid`.
-    pub fn spawn(pgid: i32, grace: Duration) -> std::io::Result<Watchdog> {
+    /// Starts a watchdog, before CMD; [`arm`](Watchdog::arm) names CMD's group.
+    pub fn spawn(grace: Duration) -> std::io::Result<Watchdog> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -56,7 +58,6 @@ impl Watchdog {
         let mut command = std::process::Command::new(std::env::current_exe()?);
         command
             .arg("__watchdog")
-            .arg(pgid.to_string())
             .arg(grace.as_millis().to_string())
             .stdin(Stdio::from(read))
             .stdout(Stdio::null());
@@ -69,10 +70,29 @@ impl Watchdog {
             });
         }
         let child = command.spawn()?;
+        // Never block zkr on a watchdog that stopped reading (a full pipe drops a deadline,
+        // which only ends CMD sooner).
+        // SAFETY: fcntl on our own descriptor.
+        unsafe {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&write);
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+            );
+        }
         Ok(Watchdog {
             pipe: std::fs::File::from(write),
             child,
         })
+    }
+
+    /// Names CMD's process group and the first deadline, in one write.
+    pub fn arm(&mut self, pgid: i32, deadline: u64) {
+        let mut message = [0u8; 16];
+        message[..8].copy_from_slice(&(pgid as u64).to_be_bytes());
+        message[8..].copy_from_slice(&deadline.to_be_bytes());
+        let _ = self.pipe.write_all(&message);
     }
 
     /// Tells the watchdog to let CMD run until `deadline` (boottime nanoseconds) at least.
@@ -87,13 +107,10 @@ impl Watchdog {
     }
 }
 
-/// `zkr __watchdog PGID GRACE_MS`, deadlines on stdin. Never returns.
+/// `zkr __watchdog GRACE_MS`: CMD's group, then deadlines, on stdin. Never returns.
 pub fn main(args: &[String]) -> ! {
-    let (Some(pgid), Some(grace)) = (
-        args.first().and_then(|p| p.parse::<i32>().ok()),
-        args.get(1).and_then(|g| g.parse::<u64>().ok()),
-    ) else {
-        eprintln!("zkr: __watchdog PGID GRACE_MS");
+    let Some(grace) = args.first().and_then(|g| g.parse::<u64>().ok()) else {
+        eprintln!("zkr: __watchdog GRACE_MS");
         std::process::exit(2);
     };
     // SAFETY: plain signal dispositions: this process ignores job-control and terminal stops.
@@ -101,11 +118,24 @@ pub fn main(args: &[String]) -> ! {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGTSTP, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        // A background group writing to a terminal with `tostop` would be stopped.
+        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        libc::signal(libc::SIGTTIN, libc::SIG_IGN);
     }
     let grace = Duration::from_millis(grace);
-    let mut stdin = std::io::stdin().lock();
+    // Unbuffered: poll(2) must see every byte not yet read.
+    // SAFETY: fd 0 is ours for the process's life; ManuallyDrop keeps it open.
+    let mut stdin = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let mut group = [0u8; 8];
+    if stdin.read_exact(&mut group).is_err() {
+        // zkr never started CMD.
+        std::process::exit(0);
+    }
+    let pgid = u64::from_be_bytes(group) as i32;
     let mut deadline: Option<u64> = None;
     let mut buf = [0u8; 8];
+    let trace = std::env::var_os("ZKR_WATCHDOG_TRACE").is_some();
     loop {
         let wait_ms = match deadline {
             None => -1,
@@ -124,6 +154,12 @@ pub fn main(args: &[String]) -> ! {
         };
         // SAFETY: one valid pollfd.
         let ready = unsafe { libc::poll(&mut poll, 1, wait_ms) };
+        if trace {
+            eprintln!(
+                "zkr watchdog: poll({wait_ms} ms) = {ready}, deadline {deadline:?}, now {}",
+                boottime()
+            );
+        }
         if ready <= 0 {
             continue;
         }

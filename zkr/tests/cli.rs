@@ -395,7 +395,12 @@ async fn a_frozen_zkr_leaves_no_cmd_running_beside_the_next_holders() {
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|t| t.parse().ok())
     };
-    let term = at("term first").unwrap_or_else(|| panic!("the first CMD got no SIGTERM:\n{text}"));
+    let Some(term) = at("term first") else {
+        first.signal(libc::SIGCONT);
+        let code = first.code(30).await;
+        let said = first.stderr.rest().await.join("\n");
+        panic!("the first CMD got no SIGTERM (zkr exited {code}):\n{text}\nzkr said:\n{said}");
+    };
     let start = at("start second").unwrap();
     let ahead_ms = (start - term) / 1_000_000;
     println!("the frozen zkr's CMD got SIGTERM {ahead_ms} ms before the next holder's CMD started ({waited:?} after the freeze)");
