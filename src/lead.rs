@@ -44,17 +44,14 @@ impl LeaderElection {
     /// use std::ops::ControlFlow;
     /// # async fn run_due_jobs(term: zk_recipes::FencingToken) -> bool { true }
     /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
-    /// let mut interval = tokio::time::interval(std::time::Duration::from_secs(1));
     /// election
-    ///     .lead(|leadership| {
-    ///         let interval = &mut interval;
-    ///         async move {
-    ///             loop {
-    ///                 interval.tick().await;
-    ///                 // Every write fenced with the term; `false`: nothing left to schedule.
-    ///                 if !run_due_jobs(leadership.term()).await {
-    ///                     return ControlFlow::Break(());
-    ///                 }
+    ///     .lead(|leadership| async move {
+    ///         let mut interval = tokio::time::interval(std::time::Duration::from_secs(1));
+    ///         loop {
+    ///             interval.tick().await;
+    ///             // Every write fenced with the term; `false`: nothing left to schedule.
+    ///             if !run_due_jobs(leadership.term()).await {
+    ///                 return ControlFlow::Break(());
     ///             }
     ///         }
     ///     })
