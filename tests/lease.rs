@@ -117,9 +117,11 @@ async fn lease_child() {
     }
 }
 
-/// One freeze: the child leads, is frozen until a candidate of ours leads, and resumed. The
-/// child's actions after the resume, and what it printed then.
-async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
+/// The child leader in `mode`, acting: the process, its pid and its output lines.
+async fn acting_child(
+    zk: &Zk,
+    mode: Mode,
+) -> (tokio::process::Child, i32, mpsc::UnboundedReceiver<String>) {
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_VAR, format!("{}|{}", zk.connect, mode.name()))
@@ -139,7 +141,6 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
             }
         }
     });
-    // Leading and acting.
     within("the child's first actions", 30, async {
         let mut acts = 0;
         while acts < 3 {
@@ -148,6 +149,27 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
         }
     })
     .await;
+    (child, pid, lines)
+}
+
+/// What the child prints after its resume, up to its `CONFIRM` line (or a time limit).
+async fn after_resume(lines: &mut mpsc::UnboundedReceiver<String>, secs: u64) -> Vec<String> {
+    let mut after = Vec::new();
+    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(secs));
+    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, lines.recv()).await {
+        let done = line.starts_with("CONFIRM");
+        after.push(line);
+        if done {
+            break;
+        }
+    }
+    after
+}
+
+/// One freeze: the child leads, is frozen until a candidate of ours leads, and resumed. The
+/// child's actions after the resume, and what it printed then.
+async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
+    let (mut child, pid, mut lines) = acting_child(zk, mode).await;
     // SAFETY: a plain kill(2) of our own child's pid.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let stopped = Instant::now();
@@ -163,15 +185,7 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
     assert!(stopped.elapsed() > SESSION, "not frozen past the session");
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-    let mut after = Vec::new();
-    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(2));
-    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, lines.recv()).await {
-        let done = line.starts_with("CONFIRM");
-        after.push(line);
-        if done {
-            break;
-        }
-    }
+    let after = after_resume(&mut lines, 2).await;
     let acts = after.iter().filter(|l| l.starts_with("ACT")).count();
     println!(
         "{}: frozen {:?}, after the resume: {acts} action(s), then {:?}",
@@ -294,50 +308,15 @@ async fn is_held_is_false_while_the_lease_has_run_out_and_true_again_once_answer
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_freeze_past_the_lease_but_not_the_session_is_a_loss_under_suspension() {
     let zk = Zk::start("lease-short-freeze").await;
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, format!("{}|check", zk.connect))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap() as i32;
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    within("the child's first actions", 30, async {
-        let mut acts = 0;
-        while acts < 3 {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the child's output");
-            acts += usize::from(line.starts_with("ACT"));
-        }
-    })
-    .await;
+    let (mut child, pid, mut rx) = acting_child(&zk, Mode::Check).await;
     // SAFETY: kill(2) of our own child.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     // Past the lease (two thirds of the session) but well inside the session.
     tokio::time::sleep(SESSION * 4 / 5).await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            let _ = tx.send(line);
-        }
-    });
     tokio::time::sleep(Duration::from_millis(100)).await;
     while rx.try_recv().is_ok() {}
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-    let mut after = Vec::new();
-    let deadline = tokio::time::Instant::now() + scaled(Duration::from_secs(3));
-    while let Ok(Some(line)) = tokio::time::timeout_at(deadline, rx.recv()).await {
-        let done = line.starts_with("CONFIRM");
-        after.push(line);
-        if done {
-            break;
-        }
-    }
+    let after = after_resume(&mut rx, 3).await;
     println!("after the resume: {after:?}");
     assert!(
         !after.iter().any(|l| l.starts_with("ACT")),
