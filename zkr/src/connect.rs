@@ -18,7 +18,18 @@ pub fn connect_string(zk: &ZkArgs) -> Result<String, Failure> {
 
 /// Opens a session (waiting at most `--connect-timeout`).
 pub async fn session(zk: &ZkArgs, policy: Policy, owner: Option<&str>) -> Result<Session, Failure> {
-    let mut options = SessionOptions::new(connect_string(zk)?)
+    session_to(zk, connect_string(zk)?, policy, owner).await
+}
+
+/// Opens a session on `connect` rather than the common options' ensemble, with their
+/// credentials and timeouts (`inspect`'s session pinned to one server, `host:port`).
+pub async fn session_to(
+    zk: &ZkArgs,
+    connect: String,
+    policy: Policy,
+    owner: Option<&str>,
+) -> Result<Session, Failure> {
+    let mut options = SessionOptions::new(connect)
         .session_timeout(zk.session_timeout)
         .connection_timeout(zk.connect_timeout)
         .loss_policy(match policy {

@@ -24,22 +24,33 @@ pub async fn watch(zk: &ZkArgs, args: &InspectArgs) -> Result<i32> {
     let session = signals
         .interruptible(connect::session(zk, Policy::Expiry, None))
         .await??;
-    let terminal = std::io::stdout().is_terminal();
     let mut states = session.watch_state();
+    // Sessions pinned to the servers zkr's own is not on, to read their clocks: kept across
+    // rounds, closed with ours.
+    let mut clocks = inspect::Clocks::default();
+    let code = watch_rounds(zk, args, &session, &mut signals, &mut states, &mut clocks).await;
+    clocks.close().await;
+    session.close().await;
+    code
+}
+
+async fn watch_rounds(
+    zk: &ZkArgs,
+    args: &InspectArgs,
+    session: &zk_recipes::Session,
+    signals: &mut Signals,
+    states: &mut tokio::sync::watch::Receiver<zk_recipes::SessionState>,
+    clocks: &mut inspect::Clocks,
+) -> Result<i32> {
+    let terminal = std::io::stdout().is_terminal();
     loop {
         // The client handle is dropped at once: a session closes cleanly only once every
         // handle of it is gone.
         let read = match session.client().await {
-            Ok(client) => inspect::report(zk, &client, args, true).await,
+            Ok(client) => inspect::report(zk, &client, args, true, clocks).await,
             Err(err) => Err(err.into()),
         };
-        let (report, watchers) = match read {
-            Ok(read) => read,
-            Err(failure) => {
-                session.close().await;
-                return Err(failure);
-            }
-        };
+        let (report, watchers) = read?;
         let text = if args.json {
             format!("{}\n", render::json(&report, false))
         } else if terminal {
@@ -53,7 +64,6 @@ pub async fn watch(zk: &ZkArgs, args: &InspectArgs) -> Result<i32> {
             .and_then(|()| stdout.flush())
             .is_err()
         {
-            session.close().await;
             return Ok(0);
         }
         let mut fired = JoinSet::new();
@@ -68,10 +78,7 @@ pub async fn watch(zk: &ZkArgs, args: &InspectArgs) -> Result<i32> {
                     return Err(zk_recipes::Error::SessionClosed.into());
                 }
             }
-            _ = signals.recv() => {
-                session.close().await;
-                return Ok(0);
-            }
+            _ = signals.recv() => return Ok(0),
         }
         fired.abort_all();
         tokio::time::sleep(SETTLE).await;

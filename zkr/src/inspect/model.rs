@@ -7,10 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use zk_recipes::layout::kind::RecipeKind;
 use zk_recipes::layout::names::{self, Family, NodeName, Style, Wants};
 use zk_recipes::layout::owner::OwnerRecord;
 use zk_recipes::layout::rules::{self, Contends, Decision};
-use zk_recipes::layout::{semaphore_permits as permits, ANCHOR, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
+use zk_recipes::layout::{semaphore_permits as permits, SEMAPHORE_LEASES, SEMAPHORE_LOCKS};
+
+use super::marks::{self, Mark, Space};
 
 /// Warn when fewer than this share of a root's counter is left.
 const NEAR_END_SHARE: f64 = 0.10;
@@ -32,7 +35,20 @@ pub struct Dir {
     pub path: String,
     pub stat: Stat,
     pub data: Vec<u8>,
+    /// The data of its `~zk-recipes-anchor` child, read by path (`None`: no anchor); the
+    /// anchor is not among `children`.
+    pub anchor: Option<Vec<u8>>,
     pub children: Vec<Child>,
+    /// Set when `--max-nodes` cut the listing: `children` holds its head.
+    pub cut: Option<Cut>,
+}
+
+/// A listing that `--max-nodes` cut: how many of how many children (the anchor aside) were
+/// read. What was read is the head: the other children, then the contenders in queue order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Cut {
+    pub shown: usize,
+    pub of: usize,
 }
 
 /// A child: its stat, its data when it looks like a contender, its own children when read.
@@ -50,7 +66,23 @@ impl Dir {
     }
 
     fn anchored(&self) -> bool {
-        self.child(ANCHOR).is_some()
+        self.anchor.is_some()
+    }
+
+    fn mark(&self) -> Mark {
+        Mark::of(self.anchor.as_deref(), &self.data)
+    }
+
+    /// A child directory of this one that is a lock space's key in use (see `marks`).
+    fn key_in_use(&self) -> Option<&str> {
+        self.children.iter().find_map(|c| {
+            let d = c.dir.as_ref()?;
+            let children = d
+                .children
+                .iter()
+                .map(|k| (k.name.as_str(), k.data.as_slice()));
+            marks::key_in_use(d.anchor.as_deref(), children).then_some(c.name.as_str())
+        })
     }
 
     fn name(&self) -> &str {
@@ -82,6 +114,18 @@ pub struct Sessions {
     /// The sessions the leader (or a standalone server) tracks, with when each expires
     /// unless heard from (ms since the epoch, when known); `None` when no such answer.
     pub tracked: Option<HashMap<i64, Option<i64>>>,
+    /// How long ago each connected session was last heard from, by its server's own clock.
+    pub heard: HashMap<i64, Heard>,
+}
+
+/// When a server last answered a session (`cons`: its `lresp`), against the session's timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heard {
+    /// Milliseconds since the server last sent the session an answer (to a ping or a
+    /// request), by the server's clock; `None` when that clock could not be read.
+    pub silent_ms: Option<i64>,
+    /// The session's negotiated timeout (`cons`: `to`).
+    pub timeout_ms: i64,
 }
 
 impl Sessions {
@@ -125,6 +169,20 @@ pub struct Queue {
     pub tokens: &'static str,
     /// Whether the root has the zk-recipes anchor.
     pub anchored: bool,
+    /// The root's mark as text (`zk-recipes:mutex`, ...; a group's is its root's data), `""` for
+    /// an anchor of a version before the marks; absent without an anchor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mark: Option<String>,
+    /// The library type the mark names (`ZkMutex`, `ZkLockSpace`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marked_as: Option<&'static str>,
+    /// The lock space this directory is a key's directory of (its parent), when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_space: Option<String>,
+    /// Set when `--max-nodes` cut the root's listing (a semaphore's: its `leases/` or
+    /// `locks/`): the contenders shown are the head of the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<Cut>,
     pub counter: Counter,
     /// Holders, then waiters, in queue order.
     pub contenders: Vec<Contender>,
@@ -175,6 +233,15 @@ pub struct Contender {
     /// When a disconnected session expires unless its client comes back, in ms from now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_expires_in_ms: Option<i64>,
+    /// How long ago the session was last heard from (its server's last answer to it, by the
+    /// server's clock); `None` when not known (not asked, no connection, or no clock to
+    /// compare with).
+    pub silent_ms: Option<i64>,
+    /// The session's timeout, as negotiated with its server.
+    pub session_timeout_ms: Option<i64>,
+    /// The server that has the session's connection (`cons`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Creation time (the server's clock), RFC 3339 and ms since the epoch.
     pub created: String,
     pub ctime_ms: i64,
@@ -191,43 +258,174 @@ pub struct Contender {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Warning {
     /// `persistent-node`, `counter-near-end`, `counter-used-up`, `unanchored-root`,
-    /// `session-disconnected`, `session-gone`, `mixed-recipes`.
+    /// `session-disconnected`, `session-gone`, `session-silent`, `mixed-recipes`,
+    /// `anchored-key`, `mark-mismatch`.
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub message: String,
 }
 
-/// Every queue in `root`'s snapshot, by path.
-pub fn queues(root: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
+/// Every queue in `root`'s snapshot, by path. `parent_anchor` is the data of the anchor of
+/// `root`'s parent (a key's directory is told by its parent).
+pub fn queues(
+    root: &Dir,
+    parent_anchor: Option<&[u8]>,
+    sessions: &Sessions,
+    now_ms: i64,
+) -> Vec<Queue> {
     let mut out = Vec::new();
-    visit(root, sessions, now_ms, &mut out);
+    let parent = Parent {
+        path: super::read::parent_of(&root.path),
+        mark: Mark::of(parent_anchor, b""),
+        key_in_use: None,
+    };
+    visit(root, parent, sessions, now_ms, &mut out);
     out.sort_by(|a, b| a.path.cmp(&b.path).then(a.kind.cmp(b.kind)));
     out
 }
 
-fn visit(dir: &Dir, sessions: &Sessions, now_ms: i64, out: &mut Vec<Queue>) {
+/// What a directory's parent tells about it: whether it is a key's directory in a lock space.
+#[derive(Clone, Copy)]
+struct Parent<'a> {
+    path: Option<&'a str>,
+    mark: Mark,
+    /// Another child of the parent that is a lock space's key in use.
+    key_in_use: Option<&'a str>,
+}
+
+impl Parent<'_> {
+    fn space(&self) -> Space {
+        marks::space_of(self.mark, self.key_in_use)
+    }
+}
+
+fn visit(dir: &Dir, parent: Parent<'_>, sessions: &Sessions, now_ms: i64, out: &mut Vec<Queue>) {
     let semaphore = is_semaphore_root(dir);
     if semaphore {
-        out.push(semaphore_queue(dir, sessions, now_ms));
+        out.push(semaphore_queue(dir, parent, sessions, now_ms));
     } else {
-        out.extend(dir_queues(dir, sessions, now_ms));
+        out.extend(dir_queues(dir, parent, sessions, now_ms));
     }
+    let me = Parent {
+        path: Some(&dir.path),
+        mark: dir.mark(),
+        key_in_use: dir.key_in_use(),
+    };
     for child in &dir.children {
         if semaphore && (child.name == SEMAPHORE_LOCKS || child.name == SEMAPHORE_LEASES) {
             continue;
         }
         if let Some(sub) = &child.dir {
-            visit(sub, sessions, now_ms, out);
+            visit(sub, me, sessions, now_ms, out);
         }
     }
 }
 
 /// Curator's `InterProcessSemaphoreV2` layout: `{root}/leases` (and `{root}/locks`); or
-/// zk-recipes' with the permits in the root's data and only `locks` left.
+/// zk-recipes' with the permits in the root's data (or its mark) and only `locks` left.
 fn is_semaphore_root(dir: &Dir) -> bool {
     dir.child(SEMAPHORE_LEASES).is_some()
         || (dir.child(SEMAPHORE_LOCKS).is_some() && permits(&dir.data).is_some())
+        || (dir.child(SEMAPHORE_LOCKS).is_some() && dir.mark() == Mark::Kind(RecipeKind::Semaphore))
+}
+
+/// The mark's fields of a queue, and its warnings: an anchor in a lock space's key
+/// (`anchored-key`), contenders the mark's recipe does not hold (`mark-mismatch`).
+fn with_marks(queue: &mut Queue, dir: &Dir, parent: Parent<'_>, families: &[Family], busy: bool) {
+    let mark = dir.mark();
+    queue.mark = marks::mark_text(dir.anchor.as_deref(), &dir.data);
+    queue.marked_as = mark.kind().map(RecipeKind::type_name);
+    let space = parent.space();
+    if space.is_space() {
+        queue.lock_space = parent.path.map(str::to_owned);
+        if queue.key.is_none() {
+            queue.key = zk_recipes::ZkLockSpace::key_of(dir.name());
+        }
+        if dir.anchored() {
+            queue
+                .warnings
+                .push(anchored_key(dir, &space, mark, families, busy));
+        }
+    }
+    let strangers: Vec<Family> = families
+        .iter()
+        .copied()
+        .filter(|f| !mark.admits(*f))
+        .collect();
+    if !strangers.is_empty() {
+        queue.warnings.push(Warning {
+            kind: "mark-mismatch",
+            node: None,
+            message: format!(
+                "{}, but it holds {}: a client uses this path as another recipe, whose \
+                 contenders {} does not see; one path serves one recipe kind, so move one of \
+                 them to another path",
+                match mark.kind() {
+                    Some(kind) => format!(
+                        "marked as a {} root ({})",
+                        kind.type_name(),
+                        queue.mark.as_deref().unwrap_or_default()
+                    ),
+                    None => "anchored as a ZkMutex, ZkRwLock or LeaderElection root by an \
+                             earlier version"
+                        .to_owned(),
+                },
+                strangers
+                    .iter()
+                    .map(|f| format!("{} contenders", family_name(*f)))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                mark.kind().map_or("that recipe", RecipeKind::type_name)
+            ),
+        });
+    }
+}
+
+/// The warning for an anchor in a lock space's key: the operator slip of taking the key's
+/// directory as another recipe's root (`zkr lock SPACE/KEY` without `--key`).
+fn anchored_key(dir: &Dir, space: &Space, mark: Mark, families: &[Family], busy: bool) -> Warning {
+    let key = zk_recipes::ZkLockSpace::key_of(dir.name()).unwrap_or_else(|| dir.name().to_owned());
+    // An anchor without a mark: an earlier version's lock or election; its contenders say which.
+    let kind = mark.kind().unwrap_or_else(|| {
+        families
+            .iter()
+            .find_map(|f| marks::kind_of_family(*f))
+            .unwrap_or(RecipeKind::Mutex)
+    });
+    let slip = if kind == RecipeKind::Mutex {
+        " (`zkr lock` without --key?)"
+    } else {
+        ""
+    };
+    let fix = match mark.repairable() {
+        true if busy => format!(
+            "fix, once its holders and waiters are gone: zkr repair {}",
+            dir.path
+        ),
+        true => format!("fix: zkr repair {}", dir.path),
+        false => format!(
+            "zkr repair does not remove a {} root's anchor (that recipe keeps data of its own \
+             there): move that recipe to another path, then delete {} and its anchor",
+            kind.type_name(),
+            dir.path
+        ),
+    };
+    let told = match space {
+        Space::KeysInUse { key: other } => format!(
+            " (the space carries no mark, as an earlier version made it; its key {other:?} in \
+             use shows it to be a lock space)"
+        ),
+        _ => String::new(),
+    };
+    Warning {
+        kind: "anchored-key",
+        node: None,
+        message: format!(
+            "key {key}: anchored as a {} root{slip}: ZkLockSpace workers refuse it; {fix}{told}",
+            kind.type_name()
+        ),
+    }
 }
 
 /// A contender node of `dir`, parsed.
@@ -296,30 +494,41 @@ fn members(dir: &Dir) -> BTreeMap<Family, Vec<Member<'_>>> {
 }
 
 /// The queues of a directory that is no semaphore root: one per protocol found.
-fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
+fn dir_queues(dir: &Dir, parent: Parent<'_>, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
     let families = members(dir);
     let anchored = dir.anchored();
+    let mark = dir.mark();
     let counter = Counter::of(&dir.stat);
+    let in_space = parent.space().is_space();
     if families.is_empty() {
         if let Some(queue) = kazoo_semaphore(dir, sessions, now_ms) {
             return vec![queue];
         }
-        if !anchored {
+        // A lock space shows as its keys' queues; a directory without a mark is no root.
+        if mark == Mark::None || mark == Mark::Kind(RecipeKind::LockSpace) {
             return Vec::new();
         }
+        let no_tokens = matches!(mark.kind(), Some(RecipeKind::Count | RecipeKind::Group));
         let mut queue = Queue {
             path: dir.path.clone(),
             kind: "idle",
             libraries: vec!["zk-recipes"],
             key: None,
             permits: None,
-            tokens: "sequence",
+            tokens: if no_tokens { "none" } else { "sequence" },
             anchored,
+            mark: None,
+            marked_as: None,
+            lock_space: None,
+            cut: dir.cut,
             counter,
             contenders: Vec::new(),
             warnings: Vec::new(),
         };
-        counter_warnings(&mut queue, false);
+        with_marks(&mut queue, dir, parent, &[], false);
+        if !no_tokens {
+            counter_warnings(&mut queue, false);
+        }
         return vec![queue];
     }
     let mixed =
@@ -335,9 +544,11 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
     let mut out = Vec::new();
     for (family, list) in &families {
         // Ours, unanchored: a keyed lock's directory (its nodes carry our owner record, under
-        // protected names since a reaped directory restarts its sequence).
-        let keyed =
-            *family == Family::Mutex && !anchored && list.iter().any(|m| m.record.is_some());
+        // protected names since a reaped directory restarts its sequence), or any unanchored
+        // directory of a lock space.
+        let keyed = *family == Family::Mutex
+            && !anchored
+            && (in_space || list.iter().any(|m| m.record.is_some()));
         let (kind, tokens) = match family {
             Family::Mutex if keyed => ("keyed-lock", "czxid"),
             Family::Mutex => ("mutex", "sequence"),
@@ -354,18 +565,29 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
             Family::Lease => Decision::Hold,
             _ => rules::exclusive(list, i),
         };
+        // A zk-recipes contender passes persistent nodes over (nobody's contenders); every
+        // other client's counts them in its queue. Both views, made once (a deep queue has
+        // thousands of contenders).
+        let everyone: Vec<usize> = (0..list.len()).collect();
+        let live: Vec<usize> = everyone
+            .iter()
+            .copied()
+            .filter(|&j| list[j].child.stat.ephemeral_owner != 0)
+            .collect();
+        let wants_of =
+            |view: &[usize]| -> Vec<Wants> { view.iter().map(|&j| list[j].name.wants).collect() };
+        let (wants_everyone, wants_live) = (wants_of(&everyone), wants_of(&live));
         let mut contenders = Vec::new();
         for (i, m) in list.iter().enumerate() {
-            // A zk-recipes contender passes persistent nodes over (nobody's contenders); every
-            // other client's counts them in its queue.
-            let queue: Vec<usize> = (0..list.len())
-                .filter(|&j| {
-                    j == i || !m.passes_persistent() || list[j].child.stat.ephemeral_owner != 0
-                })
-                .collect();
-            let wants: Vec<Wants> = queue.iter().map(|&j| list[j].name.wants).collect();
-            let at = queue.iter().position(|&j| j == i).unwrap_or(0);
-            let watched = decide(&wants, at).watched().map(|w| queue[w]);
+            let persistent = m.child.stat.ephemeral_owner == 0;
+            let watched = if !m.passes_persistent() || persistent {
+                // A persistent node is nobody's contender: what it waits for is the other
+                // clients' view of it.
+                decide(&wants_everyone, i).watched()
+            } else {
+                let at = live.binary_search(&i).unwrap_or(0);
+                decide(&wants_live, at).watched().map(|w| live[w])
+            };
             let token = match tokens {
                 _ if m.name.is_wrapped() => None,
                 "czxid" => u64::try_from(m.child.stat.czxid).ok(),
@@ -392,10 +614,15 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
             permits: None,
             tokens,
             anchored,
+            mark: None,
+            marked_as: None,
+            lock_space: None,
+            cut: dir.cut,
             counter,
             contenders,
             warnings: mixed.iter().cloned().collect(),
         };
+        with_marks(&mut queue, dir, parent, &[*family], true);
         let sequence_tokens = matches!(family, Family::Mutex | Family::RwLock | Family::Election);
         if sequence_tokens && !keyed && !anchored {
             queue.warnings.push(Warning {
@@ -419,7 +646,7 @@ fn dir_queues(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Vec<Queue> {
 /// Curator's `InterProcessSemaphoreV2` layout, as zk-recipes' `ZkSemaphore` shares it: the
 /// leases (the first `permits` hold; one more waits for room, made by the head of the
 /// internal lock), then the internal lock's queue (its head is about to take a lease).
-fn semaphore_queue(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Queue {
+fn semaphore_queue(dir: &Dir, parent: Parent<'_>, sessions: &Sessions, now_ms: i64) -> Queue {
     let permits = permits(&dir.data);
     let leases_dir = dir.child(SEMAPHORE_LEASES).and_then(|c| c.dir.as_ref());
     let locks_dir = dir.child(SEMAPHORE_LOCKS).and_then(|c| c.dir.as_ref());
@@ -503,10 +730,49 @@ fn semaphore_queue(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Queue {
         permits,
         tokens: "sequence",
         anchored: locks_dir.is_some_and(Dir::anchored),
+        mark: None,
+        marked_as: None,
+        lock_space: None,
+        // The part a cut listing shortened (the leases first: they hold).
+        cut: [leases_dir, locks_dir, Some(dir)]
+            .into_iter()
+            .flatten()
+            .find_map(|d| d.cut),
         counter,
         contenders,
         warnings: Vec::new(),
     };
+    let busy = !queue.contenders.is_empty();
+    with_marks(&mut queue, dir, parent, &[], busy);
+    // The internal lock's own mark (its anchor: the semaphore's, or an earlier version's).
+    if let Some(locks_dir) = locks_dir {
+        let inner = locks_dir.mark();
+        if !matches!(
+            inner,
+            Mark::None | Mark::Before | Mark::Kind(RecipeKind::Semaphore)
+        ) {
+            queue.warnings.push(Warning {
+                kind: "mark-mismatch",
+                node: Some(SEMAPHORE_LOCKS.to_owned()),
+                message: format!(
+                    "the semaphore's {SEMAPHORE_LOCKS}/ is {}, not a ZkSemaphore's: a client \
+                     uses it as another recipe; one path serves one recipe kind",
+                    inner.describe().unwrap_or_default()
+                ),
+            });
+        }
+    }
+    if !matches!(dir.mark(), Mark::None | Mark::Kind(RecipeKind::Semaphore)) {
+        queue.warnings.push(Warning {
+            kind: "mark-mismatch",
+            node: None,
+            message: format!(
+                "{}, but it has a semaphore's {SEMAPHORE_LOCKS}/ and {SEMAPHORE_LEASES}/: a \
+                 client uses this path as a semaphore; one path serves one recipe kind",
+                dir.mark().describe().unwrap_or_default()
+            ),
+        });
+    }
     let wrapped = leases.iter().chain(locks).any(|m| m.name.is_wrapped());
     counter_warnings(&mut queue, wrapped);
     contender_warnings(&mut queue);
@@ -552,6 +818,10 @@ fn kazoo_semaphore(dir: &Dir, sessions: &Sessions, now_ms: i64) -> Option<Queue>
         permits: permits(&dir.data),
         tokens: "none",
         anchored: false,
+        mark: None,
+        marked_as: None,
+        lock_space: None,
+        cut: dir.cut,
         counter: Counter::of(&dir.stat),
         contenders,
         warnings: Vec::new(),
@@ -573,6 +843,9 @@ fn contender(
     let state = (owner_sid != 0)
         .then(|| sessions.state(owner_sid))
         .flatten();
+    let heard = (owner_sid != 0)
+        .then(|| sessions.heard.get(&owner_sid))
+        .flatten();
     Contender {
         position,
         role: if waits_for.is_none() {
@@ -588,6 +861,11 @@ fn contender(
         session: (owner_sid != 0).then(|| format!("{owner_sid:#x}")),
         session_state: state.map(|(s, _)| s),
         session_expires_in_ms: state.and_then(|(_, at)| at).map(|at| at - now_ms),
+        silent_ms: heard.and_then(|h| h.silent_ms),
+        session_timeout_ms: heard.map(|h| h.timeout_ms),
+        server: (owner_sid != 0)
+            .then(|| sessions.connected.get(&owner_sid).cloned())
+            .flatten(),
         created: crate::time::iso(m.child.stat.ctime),
         ctime_ms: m.child.stat.ctime,
         age_ms: now_ms - m.child.stat.ctime,
@@ -689,8 +967,52 @@ fn contender_warnings(queue: &mut Queue) {
             }),
             _ => {}
         }
+        if let (Some(sid), Some(silent), Some(timeout)) =
+            (&c.session, c.silent_ms, c.session_timeout_ms)
+        {
+            if silent_too_long(silent, timeout) {
+                warnings.push(Warning {
+                    kind: "session-silent",
+                    node: Some(c.node.clone()),
+                    message: format!(
+                        "no ping for {} of a {} session: frozen or cut off? (session {sid} of \
+                         {}{}; its server expires it once it has heard nothing for the whole \
+                         timeout, and {} then)",
+                        seconds(silent),
+                        seconds(timeout),
+                        c.node,
+                        c.server
+                            .as_deref()
+                            .map_or_else(String::new, |s| format!(", connected to {s}")),
+                        if holds {
+                            "the lock goes to the next in line"
+                        } else {
+                            "its place in the queue goes"
+                        }
+                    ),
+                });
+            }
+        }
     }
     queue.warnings.extend(warnings);
+}
+
+/// Past half its timeout without an answer from its server: a live client hears from its
+/// server at least every third of the timeout (its pings: the Java client's after a third of
+/// the timeout idle, zookeeper-client's after 3/20; zk-recipes' heartbeat while it holds).
+pub fn silent_too_long(silent_ms: i64, timeout_ms: i64) -> bool {
+    timeout_ms > 0 && silent_ms * 2 > timeout_ms
+}
+
+/// `3.1 s`, `4 s`, `850 ms`.
+fn seconds(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
 }
 
 /// zk-recipes' owner record: the label.
@@ -718,6 +1040,7 @@ fn text(data: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zk_recipes::layout::ANCHOR;
 
     const NOW: i64 = 1_796_116_042_000;
     const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
@@ -750,9 +1073,12 @@ mod tests {
         node(ANCHOR, 0, "", 1000)
     }
 
-    /// A directory whose counter has seen `creates` child creates.
+    /// A directory whose counter has seen `creates` child creates; an `anchor()` among
+    /// `children` becomes its anchor, as `read.rs` reads it.
     fn dir(path: &str, creates: i32, children: Vec<Child>) -> Dir {
         let n = children.len() as i32;
+        let (anchors, children): (Vec<Child>, Vec<Child>) =
+            children.into_iter().partition(|c| c.name == ANCHOR);
         Dir {
             path: path.to_owned(),
             stat: Stat {
@@ -761,7 +1087,9 @@ mod tests {
                 ..Stat::default()
             },
             data: Vec::new(),
+            anchor: anchors.into_iter().next().map(|a| a.data),
             children,
+            cut: None,
         }
     }
 
@@ -825,7 +1153,7 @@ mod tests {
                 ours(10, 0x11, "x"),
             ],
         );
-        let qs = queues(&root, &Sessions::default(), NOW);
+        let qs = queues(&root, None, &Sessions::default(), NOW);
         assert_eq!(qs.len(), 1);
         let q = &qs[0];
         assert_eq!((q.kind, q.tokens, q.anchored), ("mutex", "sequence", true));
@@ -862,7 +1190,7 @@ mod tests {
             vec![ours(0, 0x20, "w/1"), ours(1, 0x21, "w/2")],
         );
         let space = dir("/locks/orders", 1, vec![sub("a%2Fb", key_dir)]);
-        let qs = queues(&space, &Sessions::default(), NOW);
+        let qs = queues(&space, None, &Sessions::default(), NOW);
         assert_eq!(qs.len(), 1);
         let q = &qs[0];
         assert_eq!(
@@ -876,7 +1204,12 @@ mod tests {
     #[test]
     fn curator_in_a_container_warns_that_it_is_unanchored() {
         let c = node(&format!("_c_{UUID}-lock-0000000000"), 0x30, "172.17.0.1", 5);
-        let q = &queues(&dir("/curator", 1, vec![c]), &Sessions::default(), NOW)[0];
+        let q = &queues(
+            &dir("/curator", 1, vec![c]),
+            None,
+            &Sessions::default(),
+            NOW,
+        )[0];
         assert_eq!(
             (q.kind, q.libraries.as_slice()),
             ("mutex", &["curator"][..])
@@ -893,7 +1226,7 @@ mod tests {
             3,
             vec![anchor(), squatter, ours(2, 0x40, "w/1")],
         );
-        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        let q = &queues(&root, None, &Sessions::default(), NOW)[0];
         assert_eq!(q.contenders[0].session, None);
         assert_eq!(q.contenders[0].role, "holder");
         assert_eq!(kinds(q), ["persistent-node"]);
@@ -908,7 +1241,7 @@ mod tests {
             i32::MAX - 1000,
             vec![anchor(), ours(i64::from(i32::MAX) - 1001, 0x1, "a")],
         );
-        let q = &queues(&near, &Sessions::default(), NOW)[0];
+        let q = &queues(&near, None, &Sessions::default(), NOW)[0];
         assert_eq!(q.counter.left, 1000);
         assert_eq!(kinds(q), ["counter-near-end"]);
         assert!(q.warnings[0].message.starts_with("1000 tokens left"));
@@ -917,7 +1250,7 @@ mod tests {
             i32::MAX,
             vec![anchor(), node("lock-2147483647", 0x2, "", 1)],
         );
-        let q = &queues(&wrapped, &Sessions::default(), NOW)[0];
+        let q = &queues(&wrapped, None, &Sessions::default(), NOW)[0];
         assert_eq!(kinds(q), ["counter-used-up"]);
         assert_eq!(q.contenders[0].token, None);
     }
@@ -943,7 +1276,7 @@ mod tests {
                 rw("__READ__", 3, 4),
             ],
         );
-        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        let q = &queues(&root, None, &Sessions::default(), NOW)[0];
         assert_eq!(q.kind, "rwlock");
         let w = format!("_c_{UUID}-__WRIT__0000000002");
         assert_eq!(
@@ -978,7 +1311,7 @@ mod tests {
         );
         let mut root = dir("/pool", 2, vec![sub("leases", leases), sub("locks", locks)]);
         root.data = b"2".to_vec();
-        let qs = queues(&root, &Sessions::default(), NOW);
+        let qs = queues(&root, None, &Sessions::default(), NOW);
         assert_eq!(qs.len(), 1, "locks and leases are parts of the semaphore");
         let q = &qs[0];
         assert_eq!((q.kind, q.permits), ("semaphore", Some(2)));
@@ -1023,7 +1356,7 @@ mod tests {
                 node("x-72057594037927936-0000000002", 3, "", 1),
             ],
         );
-        let qs = queues(&root, &Sessions::default(), NOW);
+        let qs = queues(&root, None, &Sessions::default(), NOW);
         let libs: Vec<_> = qs
             .iter()
             .map(|q| (q.kind, q.libraries[0], q.tokens))
@@ -1060,7 +1393,7 @@ mod tests {
         root.children[1].stat.czxid = 1;
         root.children[0].stat.czxid = 2;
         root.data = b"3".to_vec();
-        let q = &queues(&root, &Sessions::default(), NOW)[0];
+        let q = &queues(&root, None, &Sessions::default(), NOW)[0];
         assert_eq!(
             (q.kind, q.permits, q.tokens),
             ("semaphore", Some(3), "none")
@@ -1081,6 +1414,7 @@ mod tests {
             all_answered: true,
             connected: HashMap::from([(0x2, "zk1:2181".to_owned())]),
             tracked: Some(HashMap::from([(0x1, Some(NOW + 25_000)), (0x2, None)])),
+            heard: HashMap::new(),
         };
         let root = dir(
             "/l",
@@ -1092,7 +1426,7 @@ mod tests {
                 ours(2, 0x3, "c"),
             ],
         );
-        let q = &queues(&root, &sessions, NOW)[0];
+        let q = &queues(&root, None, &sessions, NOW)[0];
         let states: Vec<_> = q.contenders.iter().map(|c| c.session_state).collect();
         use SessionState::*;
         assert_eq!(states, [Some(Disconnected), Some(Connected), Some(Gone)]);
@@ -1104,7 +1438,7 @@ mod tests {
             .contains("holding the lock for nobody"));
         // A server that did not answer: nobody can be called disconnected.
         sessions.all_answered = false;
-        let q = &queues(&root, &sessions, NOW)[0];
+        let q = &queues(&root, None, &sessions, NOW)[0];
         assert_eq!(q.contenders[0].session_state, None);
     }
 
@@ -1116,10 +1450,232 @@ mod tests {
             2,
             vec![sub("idle", idle), node("config", 0, "x", 1)],
         );
-        let qs = queues(&parent, &Sessions::default(), NOW);
+        let qs = queues(&parent, None, &Sessions::default(), NOW);
         assert_eq!(qs.len(), 1);
         assert_eq!((qs[0].path.as_str(), qs[0].kind), ("/locks/idle", "idle"));
         assert!(qs[0].contenders.is_empty());
+    }
+
+    fn marked(mut d: Dir, kind: RecipeKind) -> Dir {
+        d.anchor = Some(kind.mark());
+        d
+    }
+
+    fn keyed(seq: i64, sid: i64, owner: &str) -> Child {
+        node(
+            &format!("_c_{UUID}-lock-{seq:010}"),
+            sid,
+            &format!("id={UUID}\nowner={owner}\n"),
+            5,
+        )
+    }
+
+    #[test]
+    fn an_anchor_in_a_lock_spaces_key_is_flagged_with_the_fix() {
+        // The slip of an earlier version (an empty anchor), idle, and a ZkMutex holder in
+        // another key taken the same way; a key in use beside them.
+        let idle = dir("/shop/orders/order-1", 1, vec![anchor()]);
+        let held = dir(
+            "/shop/orders/order-2",
+            2,
+            vec![anchor(), ours(1, 0x51, "cron/7")],
+        );
+        let fine = dir("/shop/orders/order-3", 1, vec![keyed(0, 0x52, "w/1")]);
+        let space = marked(
+            dir(
+                "/shop/orders",
+                3,
+                vec![
+                    sub("order-1", idle),
+                    sub("order-2", held),
+                    sub("order-3", fine),
+                ],
+            ),
+            RecipeKind::LockSpace,
+        );
+        let qs = queues(&space, None, &Sessions::default(), NOW);
+        let paths: Vec<_> = qs.iter().map(|q| (q.path.as_str(), q.kind)).collect();
+        assert_eq!(
+            paths,
+            [
+                ("/shop/orders/order-1", "idle"),
+                ("/shop/orders/order-2", "mutex"),
+                ("/shop/orders/order-3", "keyed-lock"),
+            ],
+            "the space itself is shown by its keys"
+        );
+        assert_eq!(kinds(&qs[0]), ["anchored-key"]);
+        assert_eq!(
+            qs[0].warnings[0].message,
+            "key order-1: anchored as a ZkMutex root (`zkr lock` without --key?): ZkLockSpace \
+             workers refuse it; fix: zkr repair /shop/orders/order-1"
+        );
+        assert_eq!(qs[0].key.as_deref(), Some("order-1"));
+        assert_eq!(qs[0].lock_space.as_deref(), Some("/shop/orders"));
+        assert_eq!(qs[0].mark.as_deref(), Some(""));
+        assert_eq!(
+            qs[1].tokens, "sequence",
+            "the mutex hands out sequence numbers"
+        );
+        assert!(
+            qs[1].warnings[0].message.ends_with(
+                "fix, once its holders and waiters are gone: zkr repair /shop/orders/order-2"
+            ),
+            "{:?}",
+            qs[1].warnings
+        );
+        assert_eq!(kinds(&qs[2]), Vec::<&str>::new());
+        assert_eq!(qs[2].lock_space.as_deref(), Some("/shop/orders"));
+
+        // The same space made before the marks: told by its key in use.
+        let mut unmarked = space.clone();
+        unmarked.anchor = None;
+        let qs = queues(&unmarked, None, &Sessions::default(), NOW);
+        assert_eq!(kinds(&qs[0]), ["anchored-key"]);
+        assert!(qs[0].warnings[0]
+            .message
+            .contains("its key \"order-3\" in use"));
+        // Without a key in use, an unmarked directory of anchored roots is just that.
+        let mut plain = unmarked.clone();
+        plain.children.pop();
+        let qs = queues(&plain, None, &Sessions::default(), NOW);
+        assert!(qs.iter().all(|q| q.warnings.is_empty()), "{qs:#?}");
+        assert!(qs.iter().all(|q| q.lock_space.is_none()));
+
+        // PATH itself a key: told by its parent's anchor, read by path.
+        let alone = dir("/shop/orders/order-1", 1, vec![anchor()]);
+        let space_mark = RecipeKind::LockSpace.mark();
+        let qs = queues(&alone, Some(&space_mark), &Sessions::default(), NOW);
+        assert_eq!(kinds(&qs[0]), ["anchored-key"]);
+        // A count's anchor in a key: flagged, but repair does not remove that recipe's root.
+        let count = marked(dir("/shop/orders/n", 1, vec![]), RecipeKind::Count);
+        let qs = queues(&count, Some(&space_mark), &Sessions::default(), NOW);
+        assert_eq!(qs[0].tokens, "none");
+        assert!(
+            qs[0].warnings[0]
+                .message
+                .contains("zkr repair does not remove a ZkSharedCount"),
+            "{:?}",
+            qs[0].warnings
+        );
+    }
+
+    #[test]
+    fn each_root_shows_its_mark_and_a_mark_that_disagrees_is_flagged() {
+        let rw = |seq: i64| {
+            node(
+                &format!("_c_{UUID}-__WRIT__{seq:010}"),
+                0x60 + seq,
+                &format!("id={UUID}\nowner=o{seq}\n"),
+                1,
+            )
+        };
+        let root = marked(dir("/jobs", 2, vec![ours(0, 0x61, "a")]), RecipeKind::Mutex);
+        let q = &queues(&root, None, &Sessions::default(), NOW)[0];
+        assert_eq!(
+            (q.mark.as_deref(), q.marked_as),
+            (Some("zk-recipes:mutex"), Some("ZkMutex"))
+        );
+        assert!(q.warnings.is_empty(), "{:?}", q.warnings);
+        let wrong = marked(dir("/jobs", 2, vec![rw(0)]), RecipeKind::Mutex);
+        let q = &queues(&wrong, None, &Sessions::default(), NOW)[0];
+        assert_eq!(q.kind, "rwlock");
+        assert_eq!(kinds(q), ["mark-mismatch"]);
+        assert!(
+            q.warnings[0]
+                .message
+                .starts_with("marked as a ZkMutex root (zk-recipes:mutex), but it holds read/write lock contenders"),
+            "{}",
+            q.warnings[0].message
+        );
+        // A count with contenders in it; an election's anchor of an earlier version is fine.
+        let count = marked(dir("/n", 2, vec![ours(0, 0x62, "a")]), RecipeKind::Count);
+        assert_eq!(
+            kinds(&queues(&count, None, &Sessions::default(), NOW)[0]),
+            ["mark-mismatch"]
+        );
+        let latch = node(&format!("_c_{UUID}-latch-0000000000"), 0x63, "info", 1);
+        let election = dir("/e", 2, vec![anchor(), latch]);
+        assert!(queues(&election, None, &Sessions::default(), NOW)[0]
+            .warnings
+            .is_empty());
+        // An idle root marked as a group's (its data) shows as such.
+        let mut group = dir("/g", 0, vec![]);
+        group.data = RecipeKind::Group.mark();
+        let q = &queues(&group, None, &Sessions::default(), NOW)[0];
+        assert_eq!((q.kind, q.marked_as), ("idle", Some("ZkGroup")));
+    }
+
+    #[test]
+    fn a_cut_listing_keeps_the_kind_and_the_head_of_the_queue() {
+        // 20,000 waiters: only the head was read, the anchor by path.
+        let mut root = dir(
+            "/hot",
+            20_002,
+            vec![anchor(), ours(1, 0x70, "holder"), ours(2, 0x71, "w-2")],
+        );
+        root.stat.num_children = 20_002;
+        root.cut = Some(Cut {
+            shown: 2,
+            of: 20_001,
+        });
+        let q = &queues(&root, None, &Sessions::default(), NOW)[0];
+        assert_eq!((q.kind, q.tokens), ("mutex", "sequence"));
+        let tokens: Vec<_> = q.contenders.iter().map(|c| c.token).collect();
+        assert_eq!(tokens, [Some(1), Some(2)]);
+        assert_eq!(
+            q.cut,
+            Some(Cut {
+                shown: 2,
+                of: 20_001
+            })
+        );
+        assert_eq!(roles(q)[0].0, "holder");
+    }
+
+    #[test]
+    fn a_session_silent_past_half_its_timeout_is_flagged() {
+        let sessions = Sessions {
+            heard: HashMap::from([
+                (
+                    0x80,
+                    Heard {
+                        silent_ms: Some(3100),
+                        timeout_ms: 4000,
+                    },
+                ),
+                (
+                    0x81,
+                    Heard {
+                        silent_ms: Some(600),
+                        timeout_ms: 4000,
+                    },
+                ),
+            ]),
+            connected: HashMap::from([
+                (0x80, "zk1:2181".to_owned()),
+                (0x81, "zk1:2181".to_owned()),
+            ]),
+            ..Sessions::default()
+        };
+        let root = dir(
+            "/l",
+            2,
+            vec![anchor(), ours(0, 0x80, "frozen"), ours(1, 0x81, "ok")],
+        );
+        let q = &queues(&root, None, &sessions, NOW)[0];
+        assert_eq!(kinds(q), ["session-silent"]);
+        assert!(
+            q.warnings[0]
+                .message
+                .starts_with("no ping for 3.1 s of a 4 s session: frozen or cut off? (session 0x80 of lock-0000000000, connected to zk1:2181;"),
+            "{}",
+            q.warnings[0].message
+        );
+        assert_eq!(q.contenders[0].silent_ms, Some(3100));
+        assert_eq!(q.contenders[1].session_timeout_ms, Some(4000));
+        assert!(!silent_too_long(2000, 4000));
+        assert!(silent_too_long(2001, 4000));
     }
 
     #[test]

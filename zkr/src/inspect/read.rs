@@ -2,6 +2,12 @@
 //! options ask for, each directory's requests sent back to back. With `watch`, every listing
 //! leaves a watch behind, so the next change of any queue (a contender in or out) wakes the
 //! caller.
+//!
+//! A directory's kind never depends on how much of its listing was read: its anchor (the mark)
+//! is read by path, and PATH's parent's anchor too (a key's directory is told by its parent).
+//! Where `--max-nodes` cuts a listing, what is kept is the head of the queue (the children in
+//! queue order, after the other children), and the directory says how many of how many
+//! children were read.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,12 +16,14 @@ use zk_recipes::zookeeper_client as zk;
 
 use zk_recipes::layout::{names, ANCHOR};
 
-use super::model::{Child, Dir, Stat};
+use super::model::{Child, Cut, Dir, Stat};
 
 /// What was read.
 pub struct Snapshot {
     /// `None` when PATH does not exist.
     pub root: Option<Dir>,
+    /// The data of the anchor of PATH's parent (`None`: none, or PATH is `/`).
+    pub parent_anchor: Option<Vec<u8>>,
     /// Whether `--max-nodes` stopped the walk.
     pub truncated: bool,
     /// The watches left behind (with `watch`): one per directory listed, or one on PATH's
@@ -49,6 +57,10 @@ pub async fn read(
         watch,
         watchers: Vec::new(),
     };
+    let parent_anchor = match parent_of(path) {
+        Some(parent) => data_or_none(client.get_data(&join(parent, ANCHOR)).await)?,
+        None => None,
+    };
     let root = reader.dir(path.to_owned(), 0).await?;
     if root.is_none() && watch {
         // Wake up when PATH appears.
@@ -61,12 +73,44 @@ pub async fn read(
     }
     Ok(Snapshot {
         root,
+        parent_anchor,
         truncated: reader.truncated,
         watchers: reader.watchers,
     })
 }
 
-fn join(parent: &str, name: &str) -> String {
+/// The parent of an absolute path; `None` for `/`.
+pub fn parent_of(path: &str) -> Option<&str> {
+    match path.rsplit_once('/') {
+        _ if path == "/" => None,
+        Some(("", _)) => Some("/"),
+        Some((parent, _)) => Some(parent),
+        None => None,
+    }
+}
+
+/// A node's data, `None` when it does not exist.
+fn data_or_none(
+    read: Result<(Vec<u8>, zk::Stat), zk::Error>,
+) -> Result<Option<Vec<u8>>, zk::Error> {
+    match read {
+        Ok((data, _)) => Ok(Some(data)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The order a listing is kept in when cut: the children that are no contenders (the
+/// semaphore's `locks` and `leases`, keys' directories, ...) by name, then the contenders in
+/// queue order, so that what is kept is the head of the queue.
+fn listing_order(name: &str) -> (bool, i64, &str) {
+    match names::parse(name) {
+        Some(n) => (true, n.sequence, name),
+        None => (false, 0, name),
+    }
+}
+
+pub fn join(parent: &str, name: &str) -> String {
     if parent == "/" {
         format!("/{name}")
     } else {
@@ -90,6 +134,7 @@ impl Reader<'_> {
     fn dir(&mut self, path: String, depth: usize) -> Boxed<'_, Result<Option<Dir>, zk::Error>> {
         Box::pin(async move {
             let data = self.client.get_data(&path);
+            let anchor = self.client.get_data(&join(&path, ANCHOR));
             let listed = if self.watch {
                 let list = self.client.get_and_watch_children(&path);
                 match list.await {
@@ -112,12 +157,20 @@ impl Reader<'_> {
                 Err(zk::Error::NoNode) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let mut names_listed = names_listed;
-            names_listed.sort();
-            if names_listed.len() > self.budget {
+            let anchor = data_or_none(anchor.await)?;
+            // The anchor was read by path: it is no child to show.
+            let mut names_listed: Vec<String> =
+                names_listed.into_iter().filter(|n| n != ANCHOR).collect();
+            names_listed.sort_by(|a, b| listing_order(a).cmp(&listing_order(b)));
+            let of = names_listed.len();
+            let cut = (of > self.budget).then(|| {
                 names_listed.truncate(self.budget);
                 self.truncated = true;
-            }
+                Cut {
+                    shown: self.budget,
+                    of,
+                }
+            });
             self.budget -= names_listed.len();
             // Contenders' data (owner labels), the others' stats only: all sent at once.
             let requests: Vec<_> = names_listed
@@ -166,9 +219,6 @@ impl Reader<'_> {
                 if (child.stat.num_children == 0 && !may_grow) || !wanted || at == "/zookeeper" {
                     continue;
                 }
-                if child.name == ANCHOR {
-                    continue;
-                }
                 if self.budget == 0 {
                     self.truncated = true;
                     break;
@@ -180,7 +230,9 @@ impl Reader<'_> {
                 path,
                 stat: stat_of(&stat),
                 data,
+                anchor,
                 children,
+                cut,
             }))
         })
     }

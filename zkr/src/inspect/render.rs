@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::marks::Mark;
 use super::model::{Contender, Queue, SessionState};
 use super::Report;
 use crate::time;
@@ -59,6 +60,9 @@ pub fn table(report: &Report) -> String {
 
 fn queue_table(out: &mut String, q: &Queue) {
     let mut head = format!("{}  {} ({})", q.path, q.kind, q.libraries.join(", "));
+    if let Some(mark) = q.mark.as_deref().map(mark_of).and_then(Mark::describe) {
+        let _ = write!(head, "  {mark}");
+    }
     if let Some(key) = &q.key {
         let _ = write!(head, "  key {key:?}");
     }
@@ -77,9 +81,9 @@ fn queue_table(out: &mut String, q: &Queue) {
         thousands(q.counter.left)
     );
     let _ = writeln!(out, "{head}");
-    if q.contenders.is_empty() {
+    if q.contenders.is_empty() && q.cut.is_none() {
         let _ = writeln!(out, "  nobody holds or waits");
-    } else {
+    } else if !q.contenders.is_empty() {
         let show_wants = q.kind == "rwlock";
         let mut rows = vec![row_header(show_wants)];
         rows.extend(q.contenders.iter().map(|c| row(c, q.tokens, show_wants)));
@@ -111,9 +115,24 @@ fn queue_table(out: &mut String, q: &Queue) {
             let _ = writeln!(out, "{}", line.trim_end());
         }
     }
+    if let Some(cut) = q.cut {
+        let _ = writeln!(
+            out,
+            "  … cut: {} of {} children read (--max-nodes); the head of the queue is shown, {} \
+             more not read",
+            thousands(cut.shown as i64),
+            thousands(cut.of as i64),
+            thousands((cut.of - cut.shown) as i64)
+        );
+    }
     for w in &q.warnings {
         let _ = writeln!(out, "  ! {}: {}", w.kind, w.message);
     }
+}
+
+/// The mark a queue's JSON text names (the anchor's data; `""`: an earlier version's).
+fn mark_of(text: &str) -> Mark {
+    Mark::of(Some(text.as_bytes()), b"")
 }
 
 fn token_column(show_wants: bool) -> usize {
@@ -129,7 +148,7 @@ fn row_header(show_wants: bool) -> Vec<String> {
     if show_wants {
         h.push("WANTS");
     }
-    h.extend(["TOKEN", "SESSION", "AGE", "OWNER", "WAITS FOR"]);
+    h.extend(["TOKEN", "SESSION", "SILENT", "AGE", "OWNER", "WAITS FOR"]);
     h.into_iter().map(str::to_owned).collect()
 }
 
@@ -156,9 +175,24 @@ fn row(c: &Contender, tokens: &str, show_wants: bool) -> Vec<String> {
     } else {
         owner.to_owned()
     };
+    // How long ago its server last answered it, of its timeout (`!` past half of it).
+    let heard = match (c.silent_ms, c.session_timeout_ms) {
+        (Some(silent), Some(timeout)) => format!(
+            "{}/{}{}",
+            time::age(silent),
+            time::age(timeout),
+            if super::model::silent_too_long(silent, timeout) {
+                " !"
+            } else {
+                ""
+            }
+        ),
+        _ => "-".to_owned(),
+    };
     r.extend([
         token,
         session,
+        heard,
         time::age(c.age_ms),
         owner,
         c.waits_for.as_deref().map_or_else(|| "-".to_owned(), short),
