@@ -2,6 +2,8 @@
 //! `SIGSTOP` (fenced and not), ZooKeeper writes guarded by a grant that is gone, and a
 //! property: fenced increments stay exact while sessions expire at random.
 
+#[path = "support/cons.rs"]
+mod cons;
 mod support;
 
 #[path = "../examples/incident_replay/replay.rs"]
@@ -18,7 +20,7 @@ use replay::{Mode, Outcome, Replay, WorkerArgs};
 use store::{Accounts, FenceVerdict};
 use support::{within, Zk};
 use tokio::sync::{oneshot, watch};
-use zk_recipes::{Error, FencingToken, Grant, LossReason, Session, ZkMutex};
+use zk_recipes::{Error, FencingToken, Grant, LossReason, Session, SessionState, ZkMutex};
 use zk_testcontainers::expire_session;
 use zookeeper_client as zkc;
 
@@ -116,8 +118,8 @@ async fn fenced_write(grant: &Grant, balance: &[u8]) -> Result<(), Error> {
     let client = grant.client()?;
     let mut write = grant.fenced_write(&client)?;
     let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
-    write.add_set_data(DATA, balance, None).map_err(Error::Zk)?;
-    write.add_create(AUDIT, balance, &open).map_err(Error::Zk)?;
+    write.add_set_data(DATA, balance, None)?;
+    write.add_create(AUDIT, balance, &open)?;
     write.commit().await.map(drop)
 }
 
@@ -172,7 +174,9 @@ async fn a_fenced_write_after_session_expiry_fails_typed_and_changes_nothing() {
     assert_eq!((after.0.as_slice(), after.2), (&b"10400000"[..], true));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread, so nothing reads the holder's connection between the delete being queued and
+// the fenced write's own check: the client cannot have seen the deletion when it sends.
+#[tokio::test(flavor = "current_thread")]
 async fn a_fenced_write_after_the_lock_node_is_deleted_fails_typed_and_changes_nothing() {
     let zk = Zk::start("fenced-write-deleted").await;
     let raw = balance_node(&zk).await;
@@ -181,11 +185,22 @@ async fn a_fenced_write_after_the_lock_node_is_deleted_fails_typed_and_changes_n
     let guard = mutex.lock().await.unwrap();
     let before = read_back(&raw).await;
 
-    // An operator deletes the lock node. The holder has not looked (lost() was never
-    // awaited), so the server-side check in the multi-op is what refuses the write.
-    raw.delete(guard.path(), None).await.unwrap();
+    // The lock node is deleted just before the write reaches the server, and the holder has
+    // not heard of it: the delete goes first on the holder's own connection (the server
+    // applies a session's requests in order) and the write is built and committed before the
+    // client reads anything, so the server-side check in the multi-op is what refuses it.
+    // (A delete from another client races the notification, which the holder usually sees
+    // first; then the client's own check refuses, with the same error.)
+    let client = guard.client().unwrap();
+    let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    let mut write = guard.fenced_write(&client).unwrap();
+    write.add_set_data(DATA, b"10400000", None).unwrap();
+    write.add_create(AUDIT, b"10400000", &open).unwrap();
+    let delete = client.delete(guard.path(), None);
     assert!(guard.is_held(), "the client has not observed the deletion");
-    let err = fenced_write(&guard, b"10400000").await.unwrap_err();
+    let (deleted, committed) = tokio::join!(delete, write.commit());
+    deleted.unwrap();
+    let err = committed.unwrap_err();
     assert!(
         matches!(&err, Error::Lost { path } if path == guard.path()),
         "{err:?}"
@@ -195,9 +210,76 @@ async fn a_fenced_write_after_the_lock_node_is_deleted_fails_typed_and_changes_n
         within("lost() after deletion", 10, guard.lost()).await,
         LossReason::NodeDeleted
     );
+    assert!(!guard.is_held());
     let err = fenced_write(&guard, b"10400000").await.unwrap_err();
     assert!(matches!(err, Error::Lost { .. }), "{err:?}");
     assert_eq!(read_back(&raw).await, before, "nothing changed");
+}
+
+/// Every operation added to a fenced write is size-checked against the servers' packet
+/// limit, and the whole transaction at commit: a 2 MB `set_data` is `Error::TooLarge` at
+/// once (it was `ConnectionLost`, "outcome unknown", for a write that could never happen),
+/// and so are three parts of 400 KiB that fit one by one but not together. Nothing is sent
+/// (the server's count of the session's requests does not move, and the connection stays),
+/// nothing changes, the grant still holds, and a write that fits commits afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_write_too_large_is_refused_before_anything_is_sent() {
+    let zk = Zk::start("fenced-write-too-large").await;
+    let raw = balance_node(&zk).await;
+    // A long session: its heartbeat (a third of the timeout after the lock) falls far outside
+    // the few milliseconds counted below, so the count must not move at all.
+    let options = zk.options().session_timeout(Duration::from_secs(30));
+    let session = Session::connect(options).await.unwrap();
+    let mutex = ZkMutex::new(&session, ROOT).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let before = read_back(&raw).await;
+    let host = zk.server.connect_string();
+    let sid = guard.session_id();
+    let client = guard.client().unwrap();
+    let counted = cons::of_session(&host, sid).await.expect("our connection");
+
+    // One operation over the limit (1 MiB): refused as it is added, not added.
+    let mut write = guard.fenced_write(&client).unwrap();
+    let huge = vec![b'9'; 2 << 20];
+    let err = write.add_set_data(DATA, &huge, None).unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { limit, .. } if limit < huge.len()),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+    let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    let err = write.add_create(AUDIT, &huge, &open).unwrap_err();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err:?}");
+    let empty = write.size();
+    drop(write);
+
+    // Parts that fit one by one, not together: refused at commit.
+    let part = vec![b'8'; 400 << 10];
+    let mut write = guard.fenced_write(&client).unwrap();
+    write.add_set_data(DATA, &part, None).unwrap();
+    write.add_create(AUDIT, &part, &open).unwrap();
+    write.add_set_data(DATA, &part, Some(before.1)).unwrap();
+    assert!(write.size() > 3 * part.len() && write.size() > empty);
+    let err = write.commit().await.unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { size, limit, .. } if size > limit),
+        "{err:?}"
+    );
+
+    let after = cons::of_session(&host, sid).await.expect("our connection");
+    assert_eq!(after.peer, counted.peer, "the connection was not dropped");
+    assert_eq!(
+        after.lcxid, counted.lcxid,
+        "requests were sent: {counted:?} -> {after:?}"
+    );
+    assert!(matches!(session.state(), SessionState::Connected { session_id } if session_id == sid));
+    assert_eq!(read_back(&raw).await, before, "nothing changed");
+    assert!(guard.is_held());
+    // The grant is fine: a write that fits commits.
+    fenced_write(&guard, b"10400000").await.unwrap();
+    assert_eq!(read_back(&raw).await.0, b"10400000");
+    guard.release().await.unwrap();
+    session.close().await;
 }
 
 const COUNTER: &str = "counter";
