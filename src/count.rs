@@ -6,7 +6,9 @@ use std::fmt;
 use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
+use crate::claim::{claim, Make};
 use crate::error::{connection_lost, Error, Result};
+use crate::layout::kind::RecipeKind;
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
 
@@ -82,6 +84,8 @@ pub struct ZkSharedCount {
     session: Session,
     path: ZkPath,
     seed: i32,
+    /// Set once the node is known to be a count (made with the seed and marked on first use).
+    checked: tokio::sync::OnceCell<()>,
 }
 
 impl fmt::Debug for ZkSharedCount {
@@ -114,6 +118,7 @@ impl ZkSharedCount {
             session: session.clone(),
             path,
             seed,
+            checked: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -151,7 +156,7 @@ impl ZkSharedCount {
     pub async fn get(&self) -> Result<VersionedCount> {
         let span = debug_span!("count_get", path = %self.path);
         async {
-            let epoch = self.session.epoch().await?;
+            let epoch = self.epoch().await?;
             self.read(&epoch).await
         }
         .instrument(span)
@@ -179,7 +184,7 @@ impl ZkSharedCount {
     pub async fn set(&self, value: i32) -> Result<VersionedCount> {
         let span = debug_span!("count_set", path = %self.path, value);
         async {
-            let epoch = self.session.epoch().await?;
+            let epoch = self.epoch().await?;
             let path = self.path.as_str();
             loop {
                 // Never sent again after a broken connection: a repeat landing after another
@@ -240,7 +245,7 @@ impl ZkSharedCount {
         let span =
             debug_span!("count_try_set", path = %self.path, value, version = previous.version);
         async {
-            let epoch = self.session.epoch().await?;
+            let epoch = self.epoch().await?;
             self.compare_and_set(&epoch, previous, value).await
         }
         .instrument(span)
@@ -272,7 +277,7 @@ impl ZkSharedCount {
     pub async fn add(&self, delta: i32) -> Result<VersionedCount> {
         let span = debug_span!("count_add", path = %self.path, delta);
         async {
-            let epoch = self.session.epoch().await?;
+            let epoch = self.epoch().await?;
             let mut rounds = 0u32;
             loop {
                 rounds += 1;
@@ -323,7 +328,7 @@ impl ZkSharedCount {
         async {
             let path = self.path.as_str();
             loop {
-                let epoch = self.session.epoch().await?;
+                let epoch = self.epoch().await?;
                 let watched = epoch
                     .retry(path, |c| async move {
                         match c.get_and_watch_data(path).await {
@@ -366,6 +371,28 @@ impl ZkSharedCount {
         .await
     }
 
+    /// The session's epoch, once the node is known to be a count: made with the seed when
+    /// missing and marked (its anchor), once per value, so that no other recipe takes it.
+    async fn epoch(&self) -> Result<std::sync::Arc<Epoch>> {
+        let epoch = self.session.epoch().await?;
+        self.checked
+            .get_or_try_init(|| async {
+                let seed = self.seed.to_be_bytes();
+                let make = Make::Persistent(&seed);
+                match claim(&epoch, &self.session, &self.path, RecipeKind::Count, make).await {
+                    // A count this session may read but not change (its ACL): checked, not
+                    // marked; its writes get the same refusal.
+                    Err(Error::NoAuth { path }) if path.ends_with(crate::layout::ANCHOR) => {
+                        debug!(%path, "the count cannot be marked (ACL); left unmarked");
+                        Ok(())
+                    }
+                    other => other.map(drop),
+                }
+            })
+            .await?;
+        Ok(epoch)
+    }
+
     /// Reads the count, creating the node (and its parents) with the seed when it is missing.
     async fn read(&self, epoch: &Epoch) -> Result<VersionedCount> {
         let path = self.path.as_str();
@@ -398,11 +425,21 @@ impl ZkSharedCount {
                 .retry(parent, |c| async move { c.mkdir(parent, options).await })
                 .await?;
         }
+        // With its mark (one path, one kind), in one transaction.
+        let anchor = &self.path.child(crate::layout::ANCHOR);
+        let mark = &RecipeKind::Count.mark();
         epoch
             .retry(path, |c| async move {
-                match c.create(path, seed, options).await {
-                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
+                let mut txn = c.new_multi_writer();
+                txn.add_create(path, seed, options)?;
+                txn.add_create(anchor, mark, options)?;
+                match txn.commit().await {
+                    Ok(_) => Ok(()),
+                    Err(zk::MultiWriteError::OperationFailed {
+                        index: 0,
+                        source: zk::Error::NodeExists,
+                    }) => Ok(()),
+                    Err(e) => Err(e.into()),
                 }
             })
             .await?;

@@ -10,6 +10,7 @@ use zookeeper_client as zk;
 use crate::error::Result;
 use crate::fence::FencingToken;
 use crate::grant::Grant;
+use crate::layout::kind::RecipeKind;
 use crate::mutex::never_none;
 use crate::path::{sorted_contenders, Contender, ZkPath};
 use crate::queue::{exclusive, Queue, Rule, Wait};
@@ -85,7 +86,7 @@ impl LeaderElection {
     /// ```
     pub fn new(session: &Session, path: &str, info: impl Into<Vec<u8>>) -> Result<LeaderElection> {
         Ok(LeaderElection {
-            queue: Queue::new(session, path)?,
+            queue: Queue::new(session, path, RecipeKind::Election)?,
             info: info.into(),
         })
     }

@@ -10,7 +10,9 @@ use tokio::sync::watch;
 use tracing::{debug, debug_span, info, warn, Instrument};
 use zookeeper_client as zk;
 
+use crate::claim::{claim, Make};
 use crate::error::{Error, Result};
+use crate::layout::kind::RecipeKind;
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
 
@@ -132,6 +134,8 @@ impl Members {
 pub struct ZkGroup {
     session: Session,
     path: ZkPath,
+    /// Set once the directory is known to be a group's (marked, see `crate::claim`).
+    checked: tokio::sync::OnceCell<()>,
 }
 
 impl fmt::Debug for ZkGroup {
@@ -158,6 +162,7 @@ impl ZkGroup {
         Ok(ZkGroup {
             session: session.clone(),
             path: ZkPath::new(path)?,
+            checked: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -211,6 +216,8 @@ impl ZkGroup {
             // One member per node on a session: a second would share the first's node.
             let claim = Claim::new(&self.session, node.as_str())?;
             let epoch = self.session.epoch().await?;
+            self.check(&epoch, Make::Container(&RecipeKind::Group.mark()))
+                .await?;
             let keeper = Arc::new(Keeper {
                 session: self.session.clone(),
                 group: self.path.clone(),
@@ -354,9 +361,23 @@ impl ZkGroup {
         .await
     }
 
+    /// Once per value: the directory, if it exists (made as a container with the group's mark
+    /// by `make`), is a group's and no other recipe's (one path, one kind; see `crate::claim`).
+    async fn check(&self, epoch: &Epoch, make: Make<'_>) -> Result<()> {
+        if self.checked.initialized() {
+            return Ok(());
+        }
+        let found = claim(epoch, &self.session, &self.path, RecipeKind::Group, make).await?;
+        if found.is_some() {
+            let _ = self.checked.set(());
+        }
+        Ok(())
+    }
+
     /// The group as it is, with a watch on the listing (or on the directory's creation) and on
     /// each member's data when `watch` is set.
     async fn read(&self, epoch: &Epoch, watch: bool) -> Result<(Members, Watches)> {
+        self.check(epoch, Make::Nothing).await?;
         let path = self.path.as_str();
         let mut watches = Watches::new();
         let children = if watch {
@@ -828,9 +849,10 @@ impl Keeper {
                 .retry(parent, |c| async move { c.mkdir(parent, persistent).await })
                 .await?;
         }
+        let mark = &RecipeKind::Group.mark();
         epoch
             .retry(group, |c| async move {
-                match c.create(group, &[], container).await {
+                match c.create(group, mark, container).await {
                     Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
                     Err(e) => Err(e),
                 }

@@ -13,6 +13,10 @@ use crate::error::{Error, Result};
 /// short of its packet limit (`jute.maxbuffer`); this keeps every request far below it.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
+/// The prefix of the names the library keeps for itself (`~zk-recipes-anchor`); a key that
+/// starts so has its `~` encoded.
+const RESERVED: &str = "~zk-recipes-";
+
 /// The znode name for `key`.
 pub(crate) fn encode(key: &str) -> Result<String> {
     let invalid = |reason| Error::InvalidKey {
@@ -39,6 +43,10 @@ pub(crate) fn encode(key: &str) -> Result<String> {
         } else {
             name.push(c);
         }
+    }
+    // The library's own names in a space (its anchor) start so: a key never reads as one.
+    if name.starts_with(RESERVED) {
+        name.replace_range(..1, "%7E");
     }
     if name.len() > MAX_KEY_BYTES {
         return Err(invalid("longer than 1024 bytes once encoded"));
@@ -84,6 +92,7 @@ mod tests {
             "Zürich",
             "...",
             ".hidden",
+            "~tilde",
         ] {
             assert_eq!(encode(key).unwrap(), key);
             assert_eq!(decode(key).as_deref(), Some(key));
@@ -101,6 +110,7 @@ mod tests {
             ("tab\there", "tab%09here"),
             ("\u{f000}", "%EF%80%80"),
             ("/", "%2F"),
+            ("~zk-recipes-anchor", "%7Ezk-recipes-anchor"),
         ];
         for (key, name) in cases {
             assert_eq!(encode(key).unwrap(), name, "{key:?}");
@@ -120,7 +130,16 @@ mod tests {
 
     #[test]
     fn names_encode_cannot_make_decode_to_none() {
-        for name in ["%", "%2", "%zz", "%2f", "a%2", "%C3", "a/b"] {
+        for name in [
+            "%",
+            "%2",
+            "%zz",
+            "%2f",
+            "a%2",
+            "%C3",
+            "a/b",
+            crate::layout::ANCHOR,
+        ] {
             assert_eq!(decode(name), None, "{name:?}");
         }
     }

@@ -6,10 +6,12 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::claim::{claim, Make};
 use crate::error::Result;
 use crate::grant::Grant;
 use crate::guard::Guard;
 use crate::key;
+use crate::layout::kind::RecipeKind;
 use crate::mutex::never_none;
 use crate::path::Naming;
 use crate::path::ZkPath;
@@ -59,10 +61,13 @@ const RECENT_KEYS: usize = 4096;
 /// for any token (see [`FencingToken`](crate::FencingToken)). Tokens of different keys are not
 /// comparable in meaning (they are all zxids, but a fence is kept per resource).
 ///
-/// Do not put a [`ZkMutex`](crate::ZkMutex) on a key's directory: its tokens are sequence
-/// numbers, far smaller than zxids. The mutex anchors its root, and a keyed lock that finds the
-/// anchor refuses the key with [`Error::UnsuitableRoot`](crate::Error::UnsuitableRoot)
-/// ([`RootKind::MutexRoot`](crate::RootKind::MutexRoot)) rather than mix the two.
+/// One path serves one recipe kind ([`layout::kind`](crate::layout::kind)): the space is
+/// marked as a lock space on first use, and no other recipe takes it or a key's directory in
+/// it ([`RootKind::InLockSpace`](crate::RootKind::InLockSpace)): a [`ZkMutex`](crate::ZkMutex)
+/// on a key's directory would hand out sequence numbers, far smaller than zxids, for the same
+/// resource. A key's directory that an earlier version let someone anchor is refused
+/// ([`RootKind::AnchoredKey`](crate::RootKind::AnchoredKey)) until `zkr repair` removes the
+/// anchor.
 ///
 /// # Keys
 ///
@@ -93,6 +98,8 @@ pub struct ZkLockSpace {
     session: Session,
     space: ZkPath,
     recent: Mutex<RecentKeys>,
+    /// Set once the space is known to be a lock space (made and marked on first use).
+    space_checked: tokio::sync::OnceCell<()>,
 }
 
 impl fmt::Debug for ZkLockSpace {
@@ -124,6 +131,7 @@ impl ZkLockSpace {
             session: session.clone(),
             space: ZkPath::new(path)?,
             recent: Mutex::new(RecentKeys::default()),
+            space_checked: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -221,6 +229,7 @@ impl ZkLockSpace {
     async fn acquire(&self, key: &str, wait: Wait) -> Result<Option<Grant>> {
         let name = key::encode(key)?;
         let dir = ZkPath::new(self.space.child(&name))?;
+        self.check_space().await?;
         let fresh = !self.recent().seen(&name);
         let queue = Queue::container(&self.session, dir, fresh);
         let acquired = queue.acquire(RULE, RULE.names[0], None, wait).await;
@@ -229,6 +238,27 @@ impl ZkLockSpace {
             Err(_) => self.recent().forget(&name),
         }
         acquired
+    }
+
+    /// Once per value: the space exists (made as persistent nodes when missing) and is marked
+    /// as a lock space, so that no other recipe takes it or a key's directory in it.
+    async fn check_space(&self) -> Result<()> {
+        self.space_checked
+            .get_or_try_init(|| async {
+                let epoch = self.session.epoch().await?;
+                let space = &self.space;
+                claim(
+                    &epoch,
+                    &self.session,
+                    space,
+                    RecipeKind::LockSpace,
+                    Make::Persistent(&[]),
+                )
+                .await
+                .map(drop)
+            })
+            .await
+            .copied()
     }
 
     fn recent(&self) -> std::sync::MutexGuard<'_, RecentKeys> {

@@ -125,6 +125,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod claim;
 mod count;
 mod election;
 mod error;

@@ -5,6 +5,7 @@ use std::fmt;
 use crate::error::Result;
 use crate::grant::Grant;
 use crate::guard::Guard;
+use crate::layout::kind::RecipeKind;
 use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::Session;
 
@@ -86,7 +87,7 @@ impl ZkMutex {
     /// ```
     pub fn new(session: &Session, path: &str) -> Result<ZkMutex> {
         Ok(ZkMutex {
-            queue: Queue::new(session, path)?,
+            queue: Queue::new(session, path, RecipeKind::Mutex)?,
         })
     }
 

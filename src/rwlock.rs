@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::error::Result;
 use crate::guard::Guard;
+use crate::layout::kind::RecipeKind;
 use crate::layout::rules::read_write;
 use crate::mutex::never_none;
 use crate::queue::{Queue, Rule, Wait};
@@ -72,7 +73,7 @@ impl ZkRwLock {
     /// ```
     pub fn new(session: &Session, path: &str) -> Result<ZkRwLock> {
         Ok(ZkRwLock {
-            queue: Queue::new(session, path)?,
+            queue: Queue::new(session, path, RecipeKind::RwLock)?,
         })
     }
 

@@ -88,7 +88,11 @@ impl ZkSemaphore {
         let root = crate::path::ZkPath::new(path)?;
         Ok(ZkSemaphore {
             session: session.clone(),
-            locks: Queue::new(session, &root.child(crate::layout::SEMAPHORE_LOCKS))?,
+            locks: Queue::new(
+                session,
+                &root.child(crate::layout::SEMAPHORE_LOCKS),
+                crate::layout::kind::RecipeKind::Semaphore,
+            )?,
             // Curator counts every child of `leases` as a lease: no anchor there.
             leases: Queue::unanchored(session, &root.child(crate::layout::SEMAPHORE_LEASES))?,
             root: root.to_string(),
@@ -249,8 +253,8 @@ impl ZkSemaphore {
         }
     }
 
-    /// Once per value: stores the permit count in the root's data, or checks it against the
-    /// stored one.
+    /// Once per value: makes and marks the root (one path, one kind), stores the permit count
+    /// in the root's data, or checks it against the stored one.
     async fn check_permits(&self) -> Result<()> {
         if self.permits_checked.get().is_some() {
             return Ok(());
@@ -259,6 +263,11 @@ impl ZkSemaphore {
         let root = self.root.as_str();
         let open = &zk::CreateMode::Persistent.with_acls(self.session.acls());
         let epoch = self.session.epoch().await?;
+        // One path, one kind: the root is made (with our count) and marked as a semaphore's.
+        let root_path = crate::path::ZkPath::new(root)?;
+        let make = crate::claim::Make::Persistent(ours.as_bytes());
+        let kind = crate::layout::kind::RecipeKind::Semaphore;
+        crate::claim::claim(&epoch, &self.session, &root_path, kind, make).await?;
         loop {
             let read = epoch
                 .retry(root, |c| async move {

@@ -150,7 +150,12 @@ async fn changed_body() {
         tokio::spawn(async move { count.changed(&seen).await })
     };
     waits(4).await;
-    raw.delete(COUNT, None).await.unwrap();
+    // As an operator's `deleteall`: the count and its mark (one path, one kind).
+    let anchor = format!("{COUNT}/{}", zk_recipes::layout::ANCHOR);
+    let mut delete = raw.new_multi_writer();
+    delete.add_delete(&anchor, None).unwrap();
+    delete.add_delete(COUNT, None).unwrap();
+    delete.commit().await.unwrap();
     waits(5).await;
     assert!(
         !waiter.is_finished(),
@@ -164,6 +169,9 @@ async fn changed_body() {
         .unwrap();
     assert_eq!((seen.value(), seen.version()), (0, 0));
     assert_eq!(seen, made);
+    // Made again with its mark.
+    let (mark, _) = raw.get_data(&anchor).await.unwrap();
+    assert_eq!(mark, zk_recipes::layout::kind::RecipeKind::Count.mark());
 }
 
 #[tokio::test]

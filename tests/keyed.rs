@@ -201,7 +201,8 @@ async fn nothing_is_left_once_the_keys_are_idle() {
         loop {
             let (children, _, watcher) =
                 raw.get_and_watch_children("/locks/products").await.unwrap();
-            if children.is_empty() {
+            // Only the space's mark stays (one path, one kind): no key's directory.
+            if children == [zk_recipes::layout::ANCHOR] {
                 return;
             }
             tokio::time::timeout(scaled(Duration::from_millis(500)), watcher.changed())
@@ -227,6 +228,7 @@ async fn odd_keys_are_encoded_and_bad_ones_refused_typed_leaving_nothing() {
         ("line\nbreak", "line%0Abreak"),
         ("100%", "100%25"),
         ("ana@example.com", "ana@example.com"),
+        ("~zk-recipes-anchor", "%7Ezk-recipes-anchor"),
     ];
     let mut held = HashMap::new();
     for (key, name) in odd {
@@ -237,7 +239,9 @@ async fn odd_keys_are_encoded_and_bad_ones_refused_typed_leaving_nothing() {
     }
     let mut listed = raw.list_children("/locks/odd").await.unwrap();
     listed.sort();
+    // The keys' directories, and the space's own mark, which no key names.
     let mut expected: Vec<&str> = odd.iter().map(|(_, n)| *n).collect();
+    expected.push(zk_recipes::layout::ANCHOR);
     expected.sort();
     assert_eq!(listed, expected);
     for (_, guard) in held {
@@ -276,7 +280,7 @@ async fn a_mutex_root_where_a_key_should_be_is_refused() {
         matches!(
             err,
             Error::UnsuitableRoot {
-                kind: RootKind::MutexRoot,
+                kind: RootKind::AnchoredKey,
                 ..
             }
         ),

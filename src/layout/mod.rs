@@ -6,10 +6,14 @@
 //! | recipe | root's children | name | data | token |
 //! |---|---|---|---|---|
 //! | [`ZkMutex`](crate::ZkMutex) | [`ANCHOR`], contenders | `lock-N` | [`owner::OwnerRecord`] | `N` at the root's czxid |
-//! | [`ZkLockSpace`](crate::ZkLockSpace) | one container per key ([`ZkLockSpace::key_of`](crate::ZkLockSpace::key_of)) | `_c_{uuid}-lock-N` | owner record | the node's czxid |
+//! | [`ZkLockSpace`](crate::ZkLockSpace) | [`ANCHOR`], one container per key ([`ZkLockSpace::key_of`](crate::ZkLockSpace::key_of)) | `_c_{uuid}-lock-N` | owner record | the node's czxid |
 //! | [`ZkRwLock`](crate::ZkRwLock) | [`ANCHOR`], contenders | `_c_{uuid}-__READ__N`, `_c_{uuid}-__WRIT__N` | owner record | `N` |
 //! | [`LeaderElection`](crate::LeaderElection) | [`ANCHOR`], candidates | `_c_{uuid}-latch-N` | the user's | `N` |
-//! | [`ZkSemaphore`](crate::ZkSemaphore) | `locks/` (a mutex), `leases/` | `_c_{uuid}-lease-N` | owner record | none |
+//! | [`ZkSemaphore`](crate::ZkSemaphore) | [`ANCHOR`], `locks/` (a mutex), `leases/` | `_c_{uuid}-lease-N` | owner record | none |
+//! | [`ZkSharedCount`](crate::ZkSharedCount) | [`ANCHOR`] | | (the node's: 4 bytes) | |
+//! | [`ZkGroup`](crate::ZkGroup) | members (its mark is the root's data) | the member's id | the payload | |
+//!
+//! The anchor's data names the recipe kind ([`kind`]): one path serves one kind.
 //!
 //! Contender nodes are ephemeral and sequential; `N` is ZooKeeper's `%010d` of the root's
 //! counter. A head release writes the released node's name into the root's data in the same
@@ -28,13 +32,15 @@
 //! assert_eq!(rules::exclusive(&queue, 1), Decision::Watch(0));
 //! ```
 
+pub mod kind;
 pub mod names;
 pub mod owner;
 pub mod rules;
 
-/// The persistent child every anchored root (mutex, read/write lock, election) gets: it keeps
-/// the server from reaping the root (a container or TTL node reads as persistent to clients),
-/// so the root's sequence never restarts. It sorts after every contender, in Curator's order
+/// The persistent child every recipe root but a group's gets, its data the kind's mark
+/// ([`kind::RecipeKind::mark`]): it keeps the server from reaping the root (a container or TTL
+/// node reads as persistent to clients), so the root's sequence never restarts, and it tells
+/// every recipe which kind owns the path. It sorts after every contender, in Curator's order
 /// too.
 ///
 /// ```

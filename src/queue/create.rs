@@ -84,7 +84,9 @@ impl Queue {
         let (node, contender, czxid, listing) = loop {
             let root_czxid = match self.mode {
                 RootMode::Container { .. } => None,
-                RootMode::Anchored | RootMode::Unanchored => Some(self.ensure_root(epoch).await?),
+                RootMode::Anchored(_) | RootMode::Unanchored => {
+                    Some(self.ensure_root(epoch).await?)
+                }
             };
             incarnation = root_czxid.unwrap_or(0);
             match self
@@ -108,7 +110,7 @@ impl Queue {
             // Sequences order the queue whatever the root; a used-up counter orders nothing.
             _ if contender.is_wrapped() => None,
             RootMode::Container { .. } => u64::try_from(czxid).ok().map(FencingToken::new),
-            RootMode::Anchored | RootMode::Unanchored => {
+            RootMode::Anchored(_) | RootMode::Unanchored => {
                 FencingToken::from_sequence(contender.sequence, incarnation)
             }
         };
@@ -125,7 +127,7 @@ impl Queue {
             {
                 Some(Error::UnsuitableRoot {
                     path: self.root.to_string(),
-                    kind: RootKind::MutexRoot,
+                    kind: RootKind::AnchoredKey,
                 })
             }
             Some(_) => None,

@@ -47,6 +47,7 @@ mod wait;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
+use crate::layout::kind::RecipeKind;
 use crate::path::{Contender, Naming, ZkPath};
 use crate::session::Session;
 
@@ -96,9 +97,10 @@ pub(crate) struct Queue {
 /// What a queue's root is, and so what its tokens are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RootMode {
-    /// A persistent root, checked once and anchored (see `root.rs`): it is never reaped, so
-    /// its sequence only grows, and the sequence is the token.
-    Anchored,
+    /// A persistent root of this recipe kind, checked once and anchored with the kind's mark
+    /// (see `root.rs` and `crate::claim`): it is never reaped, so its sequence only grows, and
+    /// the sequence is the token.
+    Anchored(RecipeKind),
     /// A root that may be a container the server deletes whenever it is empty (Curator creates
     /// a semaphore's leases directory so; an anchor would take a permit there): the queue
     /// follows it to its next incarnation instead of refusing it, and its sequences are no
@@ -114,12 +116,13 @@ pub(crate) enum RootMode {
 }
 
 impl Queue {
-    pub fn new(session: &Session, root: &str) -> Result<Queue> {
+    /// An anchored queue of recipe kind `kind` on `root`.
+    pub fn new(session: &Session, root: &str, kind: RecipeKind) -> Result<Queue> {
         Ok(Queue {
             session: session.clone(),
             root: ZkPath::new(root)?,
             root_czxid: Mutex::new(None),
-            mode: RootMode::Anchored,
+            mode: RootMode::Anchored(kind),
             depths: session.slot::<Depths>(),
         })
     }
@@ -130,7 +133,7 @@ impl Queue {
     pub fn unanchored(session: &Session, root: &str) -> Result<Queue> {
         Ok(Queue {
             mode: RootMode::Unanchored,
-            ..Queue::new(session, root)?
+            ..Queue::new(session, root, RecipeKind::Semaphore)?
         })
     }
 

@@ -5,31 +5,45 @@
 use zookeeper_client as zk;
 
 use super::{Queue, RootMode};
+use crate::claim::{claim, Make};
 use crate::error::{Error, Result, RootKind};
 use crate::session::Epoch;
 
-/// A persistent child that keeps the root from ever being empty. ZooKeeper reports a
-/// container's or TTL node's `ephemeralOwner` as 0 to clients, so no client can tell such a
-/// root from a persistent one; but the server deletes those only when they have no children,
-/// so with this child in place the root (and its sequence counter) stays. Its name sorts after
-/// every `lock-NNNNNNNNNN` suffix, so Curator, which sorts all children, never sees it ahead of
-/// a contender.
-use crate::layout::ANCHOR;
-
 impl Queue {
     /// Once per queue: makes sure the root exists as a persistent node (creating it and its
-    /// parents when missing), refuses an ephemeral one, anchors it, and notes its czxid.
+    /// parents when missing), refuses an ephemeral one, checks and writes the kind's mark (an
+    /// anchored root: [`claim`]; the persistent anchor child keeps the server from reaping
+    /// the root, a container or TTL node reading as persistent to clients, so its sequence
+    /// never restarts), and notes its czxid.
     pub(super) async fn ensure_root(&self, epoch: &Epoch) -> Result<i64> {
         if let Some(czxid) = *self.root_czxid.lock().unwrap() {
             return Ok(czxid);
         }
+        let stat = match self.mode {
+            RootMode::Anchored(kind) => claim(
+                epoch,
+                &self.session,
+                &self.root,
+                kind,
+                Make::Persistent(&[]),
+            )
+            .await?
+            .ok_or_else(|| Error::RootReplaced {
+                path: self.root.to_string(),
+            })?,
+            _ => self.plain_root(epoch).await?,
+        };
+        Ok(*self.root_czxid.lock().unwrap().get_or_insert(stat.czxid))
+    }
+
+    /// An unanchored root (a semaphore's leases): made when missing, refused when ephemeral.
+    async fn plain_root(&self, epoch: &Epoch) -> Result<zk::Stat> {
         let root = self.root.as_str();
         self.session
-            .check_size("the recipe root's path", root.len() + ANCHOR.len() + 1)?;
+            .check_size("the recipe root's path", root.len())?;
         let replaced = || Error::RootReplaced {
             path: root.to_owned(),
         };
-        // Persistent, with the session's node ACLs (default: anyone, as Curator's).
         let options = &zk::CreateMode::Persistent.with_acls(self.session.acls());
         let stat = match epoch
             .retry(root, |c| async move { c.check_stat(root).await })
@@ -53,23 +67,7 @@ impl Queue {
                 kind,
             });
         }
-        if self.mode == RootMode::Anchored {
-            let anchor = self.root.child(ANCHOR);
-            let anchor = anchor.as_str();
-            let created = epoch
-                .retry(root, |c| async move {
-                    match c.create(anchor, &[], options).await {
-                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await;
-            match created {
-                Err(Error::Zk(zk::Error::NoNode)) => return Err(replaced()),
-                other => other?,
-            }
-        }
-        Ok(*self.root_czxid.lock().unwrap().get_or_insert(stat.czxid))
+        Ok(stat)
     }
 }
 

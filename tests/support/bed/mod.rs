@@ -28,6 +28,8 @@ use report::{longest_stall, Row};
 use worker::{increment, work, ChildContender, Locker, Sink, Worker};
 
 pub const LOCKS: &str = "/locks";
+/// The lock space of the bed's keyed locks (a path of its own: one path, one recipe kind).
+pub const KEYS: &str = "/keys";
 pub const COUNTERS: &str = "/counters";
 pub const OPS: &str = "/ops";
 /// Small JVMs: two scenarios run at once, three servers each, on two cores.
@@ -50,7 +52,11 @@ pub fn rounds() -> usize {
 }
 
 pub fn lock_root(lock: &str) -> String {
-    format!("{LOCKS}/{lock}")
+    if lock.starts_with("key-") {
+        format!("{KEYS}/{lock}")
+    } else {
+        format!("{LOCKS}/{lock}")
+    }
 }
 
 pub fn options(connect: &str, timeout: Duration, policy: LossPolicy) -> SessionOptions {

@@ -17,13 +17,13 @@ use zk_recipes::{
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
 
-use super::{lock_root, options, COUNTERS, LOCKS, OPS, OPS_PER_GRANT};
+use super::{lock_root, options, COUNTERS, KEYS, OPS, OPS_PER_GRANT};
 use crate::support::history::{Grant, History, Outcome, Release, Write};
 use crate::support::within;
 
 /// A lock of the bed, by the prefix of its name: a `ZkMutex` at `{LOCKS}/lock-N`; the key
-/// `key-N` of the lock space `LOCKS` (whose directory is the same path, a container the server
-/// reaps when idle; its tokens are zxids); a `ZkRwLock` at `{LOCKS}/rw-N` (every third
+/// `key-N` of the lock space `KEYS` (`{KEYS}/key-N`, a container the server reaps when idle;
+/// its tokens are zxids); a `ZkRwLock` at `{LOCKS}/rw-N` (every third
 /// acquisition of a locker a write, the others reads); a `ZkSemaphore` of [`PERMITS`] at
 /// `{LOCKS}/sem-N` (a lease's token is its node's zxid: the semaphore's sequence restarts with
 /// its reaped `leases` directory); a `LeaderElection` at `{LOCKS}/elect-N` (the term).
@@ -42,7 +42,7 @@ impl Locker {
     pub fn new(session: &Session, lock: &str) -> Locker {
         let root = lock_root(lock);
         if lock.starts_with("key-") {
-            Locker::Keyed(ZkLockSpace::new(session, LOCKS).unwrap(), lock.to_owned())
+            Locker::Keyed(ZkLockSpace::new(session, KEYS).unwrap(), lock.to_owned())
         } else if lock.starts_with("rw-") {
             Locker::RwLock(ZkRwLock::new(session, &root).unwrap(), AtomicUsize::new(0))
         } else if lock.starts_with("sem-") {

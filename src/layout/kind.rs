@@ -1,0 +1,293 @@
+//! One path, one recipe kind: the mark each recipe leaves on its root, and the pure rule that
+//! decides whether a recipe may take a path that already carries marks.
+//!
+//! Every recipe but the group marks its root with the [`ANCHOR`](super::ANCHOR) child, whose
+//! data names the kind ([`RecipeKind::mark`]): `zk-recipes:mutex`, `zk-recipes:lock-space`, ...
+//! A group's children are all members (Curator's `GroupMember` counts every child), so a
+//! group marks its root's data instead. An anchor with no data was left by a version before
+//! the marks (a `ZkMutex`, `ZkRwLock` or `LeaderElection` root, or a semaphore's lock):
+//! those kinds claim it (the first writes its mark, compare-and-set on the anchor's version
+//! 0), the others refuse it. A path whose parent is marked as a lock space is a key's
+//! directory: only the space's own keyed lock takes it.
+//!
+//! ```
+//! use zk_recipes::layout::kind::{admit, Admit, RecipeKind};
+//! use zk_recipes::RootKind;
+//!
+//! let mutex = RecipeKind::Mutex;
+//! assert_eq!(admit(mutex, None, b"", None), Ok(Admit::Anchor));
+//! assert_eq!(admit(mutex, Some(&mutex.mark()), b"", None), Ok(Admit::Marked));
+//! let space = RecipeKind::LockSpace.mark();
+//! assert_eq!(admit(mutex, None, b"", Some(&space)), Err(RootKind::InLockSpace));
+//! assert_eq!(
+//!     admit(RecipeKind::LockSpace, Some(&mutex.mark()), b"", None),
+//!     Err(RootKind::Taken(RecipeKind::Mutex))
+//! );
+//! ```
+
+use std::fmt;
+
+use crate::error::RootKind;
+
+/// The prefix of every mark, before the kind's name.
+pub const MARK_PREFIX: &str = "zk-recipes:";
+
+/// A recipe kind, as its mark names it.
+///
+/// ```
+/// use zk_recipes::layout::kind::RecipeKind;
+/// assert_eq!(RecipeKind::LockSpace.mark(), b"zk-recipes:lock-space");
+/// assert_eq!(RecipeKind::from_mark(b"zk-recipes:election"), Some(RecipeKind::Election));
+/// assert_eq!(RecipeKind::Mutex.type_name(), "ZkMutex");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecipeKind {
+    /// [`ZkMutex`](crate::ZkMutex).
+    Mutex,
+    /// [`ZkRwLock`](crate::ZkRwLock).
+    RwLock,
+    /// [`LeaderElection`](crate::LeaderElection).
+    Election,
+    /// [`ZkSemaphore`](crate::ZkSemaphore) (its root and its `locks/` queue).
+    Semaphore,
+    /// [`ZkLockSpace`](crate::ZkLockSpace) (the space; its keys' directories are unmarked).
+    LockSpace,
+    /// [`ZkSharedCount`](crate::ZkSharedCount).
+    Count,
+    /// [`ZkGroup`](crate::ZkGroup) (marked in the root's data, not by an anchor).
+    Group,
+}
+
+impl RecipeKind {
+    /// Every kind.
+    ///
+    /// ```
+    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::ALL.len(), 7);
+    /// ```
+    pub const ALL: [RecipeKind; 7] = [
+        RecipeKind::Mutex,
+        RecipeKind::RwLock,
+        RecipeKind::Election,
+        RecipeKind::Semaphore,
+        RecipeKind::LockSpace,
+        RecipeKind::Count,
+        RecipeKind::Group,
+    ];
+
+    /// The kind's name in its mark.
+    ///
+    /// ```
+    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::RwLock.name(), "rwlock");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            RecipeKind::Mutex => "mutex",
+            RecipeKind::RwLock => "rwlock",
+            RecipeKind::Election => "election",
+            RecipeKind::Semaphore => "semaphore",
+            RecipeKind::LockSpace => "lock-space",
+            RecipeKind::Count => "count",
+            RecipeKind::Group => "group",
+        }
+    }
+
+    /// The library type that owns such a root.
+    ///
+    /// ```
+    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::Count.type_name(), "ZkSharedCount");
+    /// ```
+    pub const fn type_name(self) -> &'static str {
+        match self {
+            RecipeKind::Mutex => "ZkMutex",
+            RecipeKind::RwLock => "ZkRwLock",
+            RecipeKind::Election => "LeaderElection",
+            RecipeKind::Semaphore => "ZkSemaphore",
+            RecipeKind::LockSpace => "ZkLockSpace",
+            RecipeKind::Count => "ZkSharedCount",
+            RecipeKind::Group => "ZkGroup",
+        }
+    }
+
+    /// The mark: the anchor's data (the root's data for a group).
+    ///
+    /// ```
+    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::Group.mark(), b"zk-recipes:group");
+    /// ```
+    pub fn mark(self) -> Vec<u8> {
+        format!("{MARK_PREFIX}{}", self.name()).into_bytes()
+    }
+
+    /// The kind a mark names; `None` for anything else (an empty anchor included).
+    ///
+    /// ```
+    /// use zk_recipes::layout::kind::RecipeKind;
+    /// assert_eq!(RecipeKind::from_mark(b"zk-recipes:count"), Some(RecipeKind::Count));
+    /// assert_eq!(RecipeKind::from_mark(b""), None);
+    /// ```
+    pub fn from_mark(data: &[u8]) -> Option<RecipeKind> {
+        let name = std::str::from_utf8(data).ok()?.strip_prefix(MARK_PREFIX)?;
+        RecipeKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether the kind marks its root's data rather than an anchor child (the group).
+    ///
+    /// ```
+    /// use zk_recipes::layout::kind::RecipeKind;
+    /// assert!(RecipeKind::Group.marks_root_data());
+    /// assert!(!RecipeKind::Mutex.marks_root_data());
+    /// ```
+    pub const fn marks_root_data(self) -> bool {
+        matches!(self, RecipeKind::Group)
+    }
+
+    /// Whether the kind anchored its roots before the marks existed, and so claims an empty
+    /// anchor as its own.
+    const fn anchored_before(self) -> bool {
+        matches!(
+            self,
+            RecipeKind::Mutex | RecipeKind::RwLock | RecipeKind::Election | RecipeKind::Semaphore
+        )
+    }
+}
+
+impl fmt::Display for RecipeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.type_name())
+    }
+}
+
+/// What a recipe does with a root that [`admit`] lets it take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admit {
+    /// The root carries this kind's mark already.
+    Marked,
+    /// No mark yet: create the anchor with the kind's mark (or, for a group, write the mark
+    /// into the root's empty data).
+    Anchor,
+    /// An empty anchor of an earlier version: write the mark into it if it is still at
+    /// version 0.
+    Claim,
+}
+
+/// Whether a recipe of kind `wanted` may take a root, from what is there: the root's anchor
+/// data (`None`: no anchor), the root's own data (a group's mark lives there), and the
+/// anchor data of the root's parent (`None`: none, or the root is `/`'s child). `Err` names
+/// what the root is, for [`Error::UnsuitableRoot`](crate::Error::UnsuitableRoot).
+///
+/// ```
+/// use zk_recipes::layout::kind::{admit, Admit, RecipeKind};
+/// use zk_recipes::RootKind;
+///
+/// // An anchor of an earlier version: the anchored kinds claim it, the others refuse it.
+/// assert_eq!(admit(RecipeKind::Election, Some(b""), b"", None), Ok(Admit::Claim));
+/// assert_eq!(admit(RecipeKind::Count, Some(b""), b"", None), Err(RootKind::AnchoredBefore));
+/// // A group's mark is its root's data.
+/// let group = RecipeKind::Group.mark();
+/// assert_eq!(admit(RecipeKind::Mutex, None, &group, None), Err(RootKind::Taken(RecipeKind::Group)));
+/// assert_eq!(admit(RecipeKind::Group, None, &group, None), Ok(Admit::Marked));
+/// ```
+pub fn admit(
+    wanted: RecipeKind,
+    anchor: Option<&[u8]>,
+    root_data: &[u8],
+    parent_anchor: Option<&[u8]>,
+) -> Result<Admit, RootKind> {
+    if parent_anchor.and_then(RecipeKind::from_mark) == Some(RecipeKind::LockSpace) {
+        return Err(RootKind::InLockSpace);
+    }
+    if let Some(other) = RecipeKind::from_mark(root_data) {
+        if other != wanted && other.marks_root_data() {
+            return Err(RootKind::Taken(other));
+        }
+    }
+    match anchor {
+        None if wanted.marks_root_data() => Ok(match RecipeKind::from_mark(root_data) {
+            Some(k) if k == wanted => Admit::Marked,
+            _ => Admit::Anchor,
+        }),
+        None => Ok(Admit::Anchor),
+        Some([]) if wanted.anchored_before() => Ok(Admit::Claim),
+        Some([]) => Err(RootKind::AnchoredBefore),
+        Some(mark) => match RecipeKind::from_mark(mark) {
+            Some(k) if k == wanted => Ok(Admit::Marked),
+            Some(k) => Err(RootKind::Taken(k)),
+            None => Err(RootKind::AnchoredBefore),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_round_trip_and_nothing_else_reads_as_one() {
+        for kind in RecipeKind::ALL {
+            assert_eq!(RecipeKind::from_mark(&kind.mark()), Some(kind));
+        }
+        for other in [
+            &b""[..],
+            b"zk-recipes:",
+            b"zk-recipes:Mutex",
+            b"mutex",
+            b"\xff",
+        ] {
+            assert_eq!(RecipeKind::from_mark(other), None, "{other:?}");
+        }
+    }
+
+    /// Every pair of kinds, both ways round: a root marked by one is refused by every other,
+    /// and taken again by its own.
+    #[test]
+    fn one_path_serves_one_kind() {
+        for first in RecipeKind::ALL {
+            let (anchor, data) = if first.marks_root_data() {
+                (None, first.mark())
+            } else {
+                (Some(first.mark()), Vec::new())
+            };
+            for then in RecipeKind::ALL {
+                let got = admit(then, anchor.as_deref(), &data, None);
+                if then == first {
+                    assert_eq!(got, Ok(Admit::Marked), "{first} then {then}");
+                } else {
+                    assert_eq!(got, Err(RootKind::Taken(first)), "{first} then {then}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_but_the_space_takes_a_key_directory() {
+        let space = RecipeKind::LockSpace.mark();
+        for kind in RecipeKind::ALL {
+            assert_eq!(
+                admit(kind, None, b"", Some(&space)),
+                Err(RootKind::InLockSpace),
+                "{kind}"
+            );
+        }
+        // Another kind's parent says nothing about the child.
+        let mutex = RecipeKind::Mutex.mark();
+        assert_eq!(
+            admit(RecipeKind::Mutex, None, b"", Some(&mutex)),
+            Ok(Admit::Anchor)
+        );
+    }
+
+    #[test]
+    fn empty_and_foreign_anchors() {
+        for kind in RecipeKind::ALL {
+            let empty = admit(kind, Some(b""), b"", None);
+            let foreign = admit(kind, Some(b"something else"), b"", None);
+            assert_eq!(foreign, Err(RootKind::AnchoredBefore), "{kind}");
+            if kind.anchored_before() {
+                assert_eq!(empty, Ok(Admit::Claim), "{kind}");
+            } else {
+                assert_eq!(empty, Err(RootKind::AnchoredBefore), "{kind}");
+            }
+        }
+    }
+}
