@@ -29,7 +29,8 @@ Examples:
   zkr lock /locks/nightly-report -- ./report.sh --full
   zkr lock /locks/orders --key order-42 --try -- ./ship.sh 42
   zkr elect /election/scheduler --info \"$(hostname)\" -- ./scheduler
-  zkr inspect /locks --recursive";
+  zkr inspect /locks --recursive
+  zkr repair /locks/orders/order-42        # what `inspect` prints for an anchored key";
 
 const LOCK_EXAMPLES: &str = "\
 Environment of CMD:
@@ -69,6 +70,25 @@ Examples:
   zkr inspect /locks/orders                # a lock space: every key's queue
   zkr inspect / --recursive                # everything, with warnings
   zkr inspect /locks --recursive --json | jq '.queues[] | select(.warnings != [])'";
+
+const REPAIR_EXAMPLES: &str = "\
+What it repairs: a key's directory in a lock space (a ZkLockSpace) that was taken as a
+ZkMutex root (`zkr lock SPACE/KEY` without --key) and kept its anchor, which every
+ZkLockSpace worker then refuses. In one transaction it deletes PATH/~zk-recipes-anchor and
+PATH (the keyed lock makes the directory again, as a container, at its next lock).
+
+It refuses, touching nothing (exit 70), a PATH with no anchor, an anchor of a recipe that
+keeps data in its root (a count, a semaphore, a lock space), and a PATH whose parent is no
+lock space: the parent must carry the lock space's mark, or (a space made before the marks)
+carry no anchor and have another key in use (an unanchored directory holding a keyed lock's
+`_c_{uuid}-lock-N` node with zk-recipes' owner record). A ZkMutex root elsewhere is never
+touched: its sequence is its tokens. Anyone holding or waiting at PATH: refused with their
+nodes, owners and sessions (exit 75).
+
+Examples:
+  zkr inspect /shop/locks/orders            # ! anchored-key: ... fix: zkr repair ...
+  zkr repair /shop/locks/orders/order-1 --dry-run
+  zkr repair /shop/locks/orders/order-1";
 
 const WATCH_EXAMPLES: &str = "\
 Examples:
@@ -183,6 +203,21 @@ pub enum Command {
     /// `inspect`, redrawn on every change (ZooKeeper watches, no polling)
     #[command(after_help = WATCH_EXAMPLES)]
     Watch(InspectArgs),
+    /// Remove the anchor a lock space's key got as another recipe's root (`zkr lock` without --key)
+    #[command(after_help = REPAIR_EXAMPLES)]
+    Repair(RepairArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The key's directory: SPACE/KEY (the key as its node is named; `zkr inspect` prints it)
+    pub path: String,
+    /// Check and say what would be deleted, without deleting it
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the outcome (and a refusal, on stderr) as one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

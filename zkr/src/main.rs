@@ -2,19 +2,22 @@
 //! who waits (`inspect`, `watch`). Its own crate on the library's
 //! public API and its [`layout`](zk_recipes::layout); see `zkr/README.md` and `zkr --help`.
 //!
-//! One concept per module: [`args`] (the command line), [`exit`] (exit codes and failures),
+//! One concept per module: [`args`] (the command line), [`behind`] (whom a waiter waits behind), [`exit`] (exit codes and failures),
 //! [`connect`] (the session), [`child`] (CMD in its process group), [`run`] (lock and elect:
 //! acquire, run, stop on loss), [`observe`] (`elect --observe`), [`inspect`] (read, classify,
-//! render), [`watch`] (`inspect` on every change), [`time`].
+//! render), [`watch`] (`inspect` on every change), [`repair`] (an anchor in a lock space's
+//! key), [`time`].
 // The doc comments of `args.rs` are clap's help text (`host:port[/chroot]`), not rustdoc.
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod args;
+mod behind;
 mod child;
 mod connect;
 mod exit;
 mod inspect;
 mod observe;
+mod repair;
 mod run;
 mod time;
 mod watch;
@@ -33,8 +36,18 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            // --help and --version print to stdout and exit 0; errors exit 2.
-            let _ = err.print();
+            // --help and --version print to stdout and exit 0; errors exit 2, as one JSON
+            // object when `--json` was asked for (before CMD's `--`).
+            let json = argv
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--json");
+            if json && err.use_stderr() {
+                let failure = exit::Failure::new(err.exit_code(), err.render().to_string().trim());
+                eprintln!("{}", failure.json());
+            } else {
+                let _ = err.print();
+            }
             std::process::exit(err.exit_code());
         }
     };
@@ -59,17 +72,26 @@ fn main() {
 
 async fn dispatch(cli: Cli) -> i32 {
     let zk = &cli.zk;
+    let json = match &cli.command {
+        Command::Lock(args) => args.run.json,
+        Command::Elect(args) => args.run.json,
+        Command::Inspect(args) | Command::Watch(args) => args.json,
+        Command::Repair(args) => args.json,
+    };
     let result = match cli.command {
         Command::Lock(args) => run::lock(zk, args).await,
         Command::Elect(args) if args.observe => observe::observe(zk, &args).await,
         Command::Elect(args) => run::elect(zk, args).await,
         Command::Inspect(args) => inspect::inspect(zk, &args).await,
         Command::Watch(args) => watch::watch(zk, &args).await,
+        Command::Repair(args) => repair::repair(zk, &args).await,
     };
     match result {
         Ok(code) => code,
         Err(failure) => {
-            if !failure.message.is_empty() {
+            if json {
+                eprintln!("{}", failure.json());
+            } else if !failure.message.is_empty() {
                 eprintln!("zkr: {}", failure.message);
             }
             failure.code

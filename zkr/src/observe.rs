@@ -25,7 +25,9 @@ pub async fn observe(zk: &ZkArgs, args: &ElectArgs) -> Result<i32> {
             changed = observer.changed() => changed,
             signal = signals.recv() => {
                 session.close().await;
-                if !args.run.quiet && !args.run.json {
+                if args.run.json {
+                    eprintln!("{}", json!({"event": "stopped", "signal": signal_name(signal)}));
+                } else if !args.run.quiet {
                     eprintln!("zkr: {} received; stopped observing", signal_name(signal));
                 }
                 return Ok(0);

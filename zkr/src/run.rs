@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use zk_recipes::{Grant, LeaderElection, Leadership, LossReason, Session, ZkLockSpace, ZkMutex};
 
 use crate::args::{ElectArgs, LockArgs, RunArgs, ZkArgs};
+use crate::behind;
 use crate::child::{self, Running};
 use crate::connect;
 use crate::exit::{self, Failure, Result};
@@ -74,6 +75,11 @@ pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
         Some(key) => format!("key {key:?} of {}", args.path),
         None => args.path.clone(),
     };
+    // Where our node waits: PATH, or the key's directory.
+    let queue_root = match &args.key {
+        Some(key) => ZkLockSpace::new(&session, &args.path)?.key_path(key)?,
+        None => args.path.clone(),
+    };
     let acquired = async {
         match &args.key {
             None => {
@@ -96,10 +102,20 @@ pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
             }
         }
     };
-    let held = wait_for_grant(&session, &mut signals, &out, &what, args.timeout, acquired).await?;
+    let held = wait_for_grant(
+        &session,
+        &mut signals,
+        &out,
+        (&what, &queue_root),
+        args.timeout,
+        acquired,
+    )
+    .await?;
     let Some((held, root)) = held else {
         session.close().await;
-        return Err(Failure::new(exit::BUSY, format!("{what} is busy")));
+        return Err(Failure::new(exit::BUSY, format!("{what} is busy"))
+            .event("busy")
+            .with("root", queue_root));
     };
     let grant = held.grant();
     let env = vec![
@@ -165,13 +181,22 @@ pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
             Ok(Some((Held::Leader(election.campaign().await?), ())))
         }
     };
-    let held = wait_for_grant(&session, &mut signals, &out, &what, args.timeout, acquired).await?;
+    let held = wait_for_grant(
+        &session,
+        &mut signals,
+        &out,
+        (&what, &args.path),
+        args.timeout,
+        acquired,
+    )
+    .await?;
     let Some((held, ())) = held else {
         session.close().await;
-        return Err(Failure::new(
-            exit::BUSY,
-            format!("someone else leads {}", args.path),
-        ));
+        return Err(
+            Failure::new(exit::BUSY, format!("someone else leads {}", args.path))
+                .event("busy")
+                .with("root", args.path.as_str()),
+        );
     };
     let grant = held.grant();
     let env = vec![
@@ -208,13 +233,17 @@ pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
     .await
 }
 
-/// Waits for `acquired`, bounded by `timeout`, interrupted by a signal, saying so after a
-/// second of waiting. `Ok(None)`: not granted (`--try`).
+type Boxed<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
+
+/// Waits for `acquired`, bounded by `timeout`, interrupted by a signal. After a second of
+/// waiting it says so, and whom it waits behind in the queue at `root` (node, owner, session;
+/// see `behind.rs`), and again each time the node it waits for goes while it still waits.
+/// `Ok(None)`: not granted (`--try`).
 async fn wait_for_grant<T>(
     session: &Session,
     signals: &mut Signals,
     out: &Reporter,
-    what: &str,
+    (what, root): (&str, &str),
     timeout: Option<Duration>,
     acquired: impl std::future::Future<Output = zk_recipes::Result<Option<T>>>,
 ) -> Result<Option<T>> {
@@ -223,30 +252,82 @@ async fn wait_for_grant<T>(
     let say_waiting = tokio::time::sleep(SAY_WAITING_AFTER);
     tokio::pin!(say_waiting);
     let mut said = false;
+    // Reading where our node stands, then waiting for the node ahead to go: one at a time.
+    let mut reading: Option<
+        Boxed<Option<(behind::Behind, zk_recipes::zookeeper_client::OneshotWatcher)>>,
+    > = None;
+    let mut ahead_gone: Option<Boxed<()>> = None;
+    let mut last: Option<String> = None;
+    let read_behind = |session: &Session| -> Boxed<_> {
+        let session = session.clone();
+        let root = root.to_owned();
+        Box::pin(async move {
+            let client = session.client().await.ok()?;
+            behind::read(&client, &root).await
+        })
+    };
     let outcome = loop {
         tokio::select! {
+            biased;
             result = &mut acquired => break Ok(result),
-            () = &mut say_waiting, if !said => {
-                said = true;
-                out.event(json!({"event": "waiting", "for": what}), format!("waiting for {what}"));
+            signal = signals.recv() => {
+                break Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {} while waiting for {what}", signal_name(signal)))
+                    .event("interrupted")
+                    .with("signal", signal_name(signal))
+                    .with("root", root));
             }
             () = sleep_until(deadline) => {
                 let waited = timeout.unwrap_or_default();
-                break Err(Failure::new(exit::TIMEOUT, format!("timed out after {waited:?} waiting for {what}")));
+                break Err(Failure::new(exit::TIMEOUT, format!("timed out after {waited:?} waiting for {what}"))
+                    .event("timeout")
+                    .with("root", root)
+                    .with("waited_ms", waited.as_millis() as u64));
             }
-            signal = signals.recv() => {
-                break Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {} while waiting for {what}", signal_name(signal))));
+            () = &mut say_waiting, if !said => {
+                said = true;
+                reading = Some(read_behind(session));
+            }
+            found = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
+                reading = None;
+                match found {
+                    Some((behind, watcher)) => {
+                        let text = behind.describe();
+                        if last.as_deref() != Some(text.as_str()) {
+                            let mut object = json!({"event": "waiting", "for": what, "root": root});
+                            if let (Some(o), serde_json::Value::Object(b)) = (object.as_object_mut(), behind.json()) {
+                                o.extend(b);
+                            }
+                            let again = if last.is_some() { "still " } else { "" };
+                            out.event(object, format!("{again}waiting for {what}: {text}"));
+                            last = Some(text);
+                        }
+                        ahead_gone = Some(Box::pin(async move { watcher.changed().await; }));
+                    }
+                    // Not told (our node not there yet, or the node ahead just went): said plainly
+                    // the first time.
+                    None if last.is_none() => {
+                        out.event(json!({"event": "waiting", "for": what, "root": root}), format!("waiting for {what}"));
+                        last = Some(String::new());
+                    }
+                    None => {}
+                }
+            }
+            () = async { ahead_gone.as_mut().expect("guarded").await }, if ahead_gone.is_some() => {
+                ahead_gone = None;
+                reading = Some(read_behind(session));
             }
         }
     };
     // The abandoned acquisition goes first: it holds a handle of the session, and a session
-    // closes (deleting our node at once) only once every handle is gone.
+    // closes (deleting our node at once) only once every handle is gone; so do our reads.
     drop(acquired);
+    drop(reading);
+    drop(ahead_gone);
     match outcome {
         Ok(Ok(held)) => Ok(held),
         Ok(Err(err)) => {
             session.close().await;
-            Err(Failure::new(exit::code_of(&err), format!("{what}: {err}")))
+            Err(Failure::new(exit::code_of(&err), format!("{what}: {err}")).with("root", root))
         }
         Err(failure) => {
             session.close().await;
@@ -270,10 +351,12 @@ async fn run_holding(
 ) -> Result<i32> {
     // A second process that ends CMD's group should this one freeze (see `watchdog.rs`),
     // started first: it must be running before CMD is.
-    let mut watchdog = match Watchdog::spawn(run.grace) {
+    let mut watchdog = match Watchdog::spawn(run.grace, out.mode()) {
         Ok(watchdog) => Some(watchdog),
         Err(e) => {
-            eprintln!("zkr: no watchdog ({e}): a frozen zkr would leave CMD running");
+            out.warn(format!(
+                "no watchdog ({e}): a frozen zkr would leave CMD running"
+            ));
             None
         }
     };
@@ -315,7 +398,7 @@ async fn run_holding(
     let cmd_code = match &status {
         Ok(status) => child::exit_code(*status),
         Err(e) => {
-            eprintln!("zkr: waiting for CMD: {e}");
+            out.warn(format!("waiting for CMD: {e}"));
             exit::NOT_EXECUTABLE
         }
     };
@@ -323,7 +406,10 @@ async fn run_holding(
         return Err(Failure::new(
             exit::LOST,
             format!("CMD stopped (its code {cmd_code}): {}", describe(reason)),
-        ));
+        )
+        .event("stopped")
+        .with("cmd_code", cmd_code)
+        .with("reason", format!("{reason:?}")));
     }
     match released {
         Ok(Ok(())) => {
@@ -338,14 +424,21 @@ async fn run_holding(
             Err(Failure::new(
                 exit::LOST,
                 format!("the lock was lost before CMD ended (CMD exited with {cmd_code}): {err}"),
-            ))
+            )
+            .event("stopped")
+            .with("cmd_code", cmd_code)
+            .with("reason", "lost before CMD ended"))
         }
         Ok(Err(err)) => {
-            eprintln!("zkr: releasing: {err} (the node goes with the session, closed now)");
+            out.warn(format!(
+                "releasing: {err} (the node goes with the session, closed now)"
+            ));
             Ok(cmd_code)
         }
         Err(()) => {
-            eprintln!("zkr: releasing took too long (the node goes with the session, closed now)");
+            out.warn(
+                "releasing took too long (the node goes with the session, closed now)".to_owned(),
+            );
             Ok(cmd_code)
         }
     }
@@ -473,7 +566,9 @@ impl Signals {
     ) -> Result<T> {
         tokio::select! {
             value = fut => Ok(value),
-            signal = self.recv() => Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {}", signal_name(signal)))),
+            signal = self.recv() => Err(Failure::new(exit::SIGNAL_BASE + signal, format!("interrupted by {}", signal_name(signal)))
+                .event("interrupted")
+                .with("signal", signal_name(signal))),
         }
     }
 }
@@ -510,6 +605,24 @@ impl Reporter {
             eprintln!("{object}");
         } else {
             eprintln!("zkr: {text}");
+        }
+    }
+
+    /// Something that went wrong but does not stop zkr: printed even with `--quiet`.
+    fn warn(&self, text: String) {
+        if self.json {
+            eprintln!("{}", json!({"event": "warning", "message": text}));
+        } else {
+            eprintln!("zkr: {text}");
+        }
+    }
+
+    /// How the watchdog reports.
+    fn mode(&self) -> watchdog::Output {
+        match (self.quiet, self.json) {
+            (true, _) => watchdog::Output::Quiet,
+            (false, true) => watchdog::Output::Json,
+            (false, false) => watchdog::Output::Text,
         }
     }
 }

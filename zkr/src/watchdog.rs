@@ -1,5 +1,5 @@
 //! A watchdog that outlives a frozen `zkr`: a second process (this binary again, started as
-//! `zkr __watchdog GRACE_MS` before CMD, in a process group of its own, so that a stop of zkr's
+//! `zkr __watchdog GRACE_MS [text|json|quiet]` before CMD, in a process group of its own, so that a stop of zkr's
 //! group does not stop it) that reads CMD's process group and then deadlines from a pipe, and
 //! ends CMD's group once the last deadline has passed. The group and the first deadline are
 //! written in one write right after CMD is started: a freeze of `zkr` in the few instructions
@@ -22,6 +22,42 @@ use std::time::Duration;
 
 /// How often `zkr` writes a deadline.
 pub const FEED_EVERY: Duration = Duration::from_millis(100);
+
+/// How the watchdog reports what it does, as `zkr` itself does (`--json`, `--quiet`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+    Quiet,
+}
+
+impl Output {
+    fn arg(self) -> &'static str {
+        match self {
+            Output::Text => "text",
+            Output::Json => "json",
+            Output::Quiet => "quiet",
+        }
+    }
+
+    fn parse(arg: Option<&str>) -> Option<Output> {
+        match arg {
+            None | Some("text") => Some(Output::Text),
+            Some("json") => Some(Output::Json),
+            Some("quiet") => Some(Output::Quiet),
+            Some(_) => None,
+        }
+    }
+
+    /// One line on stderr: `zkr watchdog: ...`, or a JSON object with `event` and these fields.
+    fn say(self, text: &str, object: serde_json::Value) {
+        match self {
+            Output::Text => eprintln!("zkr watchdog: {text}"),
+            Output::Json => eprintln!("{object}"),
+            Output::Quiet => {}
+        }
+    }
+}
 
 /// The liveness window: how long after a live zkr's last word CMD may run on without it.
 pub fn liveness(session_timeout: Duration) -> Duration {
@@ -47,7 +83,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Starts a watchdog, before CMD; [`arm`](Watchdog::arm) names CMD's group.
-    pub fn spawn(grace: Duration) -> std::io::Result<Watchdog> {
+    pub fn spawn(grace: Duration, output: Output) -> std::io::Result<Watchdog> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -59,6 +95,7 @@ impl Watchdog {
         command
             .arg("__watchdog")
             .arg(grace.as_millis().to_string())
+            .arg(output.arg())
             .stdin(Stdio::from(read))
             .stdout(Stdio::null());
         // SAFETY: only setpgid between fork and exec.
@@ -107,10 +144,12 @@ impl Watchdog {
     }
 }
 
-/// `zkr __watchdog GRACE_MS`: CMD's group, then deadlines, on stdin. Never returns.
+/// `zkr __watchdog GRACE_MS [OUTPUT]`: CMD's group, then deadlines, on stdin. Never returns.
 pub fn main(args: &[String]) -> ! {
-    let Some(grace) = args.first().and_then(|g| g.parse::<u64>().ok()) else {
-        eprintln!("zkr: __watchdog GRACE_MS");
+    let grace = args.first().and_then(|g| g.parse::<u64>().ok());
+    let output = Output::parse(args.get(1).map(String::as_str));
+    let (Some(grace), Some(output)) = (grace, output) else {
+        eprintln!("zkr: __watchdog GRACE_MS [text|json|quiet]");
         std::process::exit(2);
     };
     // SAFETY: plain signal dispositions: this process ignores job-control and terminal stops.
@@ -142,7 +181,7 @@ pub fn main(args: &[String]) -> ! {
             Some(d) => {
                 let now = boottime();
                 if now >= d {
-                    end_group(pgid, grace, "zkr fell silent past its lease");
+                    end_group(pgid, grace, output, "zkr fell silent past its lease");
                 }
                 ((d - now) / 1_000_000 + 1).min(i32::MAX as u64) as i32
             }
@@ -169,24 +208,30 @@ pub fn main(args: &[String]) -> ! {
                 deadline = Some(deadline.map_or(d, |old| old.max(d)));
             }
             // The pipe closed: zkr is done (or gone).
-            Err(_) => end_group(pgid, grace, "zkr is gone"),
+            Err(_) => end_group(pgid, grace, output, "zkr is gone"),
         }
     }
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if anything is left, then exit.
-fn end_group(pgid: i32, grace: Duration, why: &str) -> ! {
+fn end_group(pgid: i32, grace: Duration, output: Output, why: &str) -> ! {
     // SAFETY: kill(2) of a process group; 0 probes whether it still exists.
     let alive = || unsafe { libc::kill(-pgid, 0) } == 0;
     if alive() {
-        eprintln!("zkr watchdog: {why}: SIGTERM to CMD's process group {pgid}");
+        output.say(
+            &format!("{why}: SIGTERM to CMD's process group {pgid}"),
+            serde_json::json!({"event": "watchdog", "signal": "SIGTERM", "pid": pgid, "why": why, "grace_ms": grace.as_millis() as u64}),
+        );
         unsafe { libc::kill(-pgid, libc::SIGTERM) };
         let until = boottime() + grace.as_nanos() as u64;
         while alive() && boottime() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
         if alive() {
-            eprintln!("zkr watchdog: SIGKILL to CMD's process group {pgid}");
+            output.say(
+                &format!("SIGKILL to CMD's process group {pgid}"),
+                serde_json::json!({"event": "watchdog", "signal": "SIGKILL", "pid": pgid}),
+            );
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         }
     }
