@@ -153,7 +153,7 @@ async fn set(epoch: &Epoch, path: &str, data: &[u8], version: i32) -> Result<boo
 }
 
 /// Makes the missing root (its parents as persistent nodes); someone else's first is as good.
-async fn make_root(
+pub(crate) async fn make_root(
     epoch: &Epoch,
     session: &Session,
     root: &str,

@@ -838,26 +838,11 @@ impl Keeper {
         }
     }
 
-    /// The group's directory as a container, its parents persistent.
+    /// The group's directory as a container with the group's mark, its parents persistent.
     async fn make_group(&self, epoch: &Epoch) -> Result<()> {
-        let group = self.group.as_str();
-        let parent = self.group.parent();
-        let persistent = &zk::CreateMode::Persistent.with_acls(self.session.acls());
-        let container = &zk::CreateMode::Container.with_acls(self.session.acls());
-        if parent != "/" {
-            epoch
-                .retry(parent, |c| async move { c.mkdir(parent, persistent).await })
-                .await?;
-        }
         let mark = &RecipeKind::Group.mark();
-        epoch
-            .retry(group, |c| async move {
-                match c.create(group, mark, container).await {
-                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            })
-            .await
+        let (group, parent) = (self.group.as_str(), self.group.parent());
+        crate::claim::make_root(epoch, &self.session, group, parent, Make::Container(mark)).await
     }
 
     /// Stops keeping: deletes the node if it is ours. A session that is over took the node
