@@ -1349,3 +1349,8 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }
+
+#[cfg(test)]
+mod fixture;
+#[cfg(test)]
+mod golden;
