@@ -434,6 +434,6 @@ async fn journal_write(leadership: &Grant, prefix: &str, entry: &[u8]) -> Result
     let client = leadership.client()?;
     let mut write = leadership.fenced_write(&client)?;
     let mode = zkc::CreateMode::PersistentSequential.with_acls(zkc::Acls::anyone_all());
-    write.add_create(prefix, entry, &mode).map_err(Error::Zk)?;
+    write.add_create(prefix, entry, &mode)?;
     write.commit().await.map(drop)
 }

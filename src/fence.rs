@@ -2,7 +2,6 @@
 //! and [`FencedWrite`], a ZooKeeper transaction that commits only while a grant holds.
 
 use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use zookeeper_client as zk;
@@ -249,10 +248,20 @@ impl TryFrom<i64> for FencingToken {
 }
 
 /// A ZooKeeper transaction that commits only while a [`Grant`](crate::Grant) still holds:
-/// zookeeper-client's own [`zk::CheckWriter`] (it dereferences to it: `add_create`,
-/// `add_set_data`, `add_delete`, `add_check_version`, with your own ACLs) whose first
-/// operation checks that the grant's node exists, so the writes and the ownership check are one
-/// atomic multi-op. Get one from [`Grant::fenced_write`](crate::Grant::fenced_write).
+/// zookeeper-client's own [`zk::CheckWriter`] behind it, whose first operation checks that
+/// the grant's node exists (at its version), so the writes and the ownership check are one
+/// atomic multi-op. Add [`set_data`](FencedWrite::add_set_data),
+/// [`create`](FencedWrite::add_create) (with your own ACLs), [`delete`](FencedWrite::add_delete)
+/// and [`check_version`](FencedWrite::add_check_version) operations, then
+/// [`commit`](FencedWrite::commit). Get one from
+/// [`Grant::fenced_write`](crate::Grant::fenced_write).
+///
+/// Every operation is size-checked against the servers' packet limit
+/// ([`SessionOptions::max_packet_bytes`](crate::SessionOptions::max_packet_bytes)) as it is
+/// added, and the whole transaction when it commits: one that is too large is
+/// [`Error::TooLarge`] at once, with nothing sent (a server closes the connection on such a
+/// packet, which would make it `ConnectionLost`, "outcome unknown", for a write that could
+/// never have happened). An operation refused so is not added; the others stay.
 ///
 /// # Example
 ///
@@ -281,14 +290,62 @@ pub struct FencedWrite<'c> {
     since: u64,
     /// What the grant's watch has seen of its node.
     loss: tokio::sync::watch::Receiver<Option<crate::LossReason>>,
+    /// The length of the client's chroot, which every path carries on the wire.
+    chroot: usize,
+    /// The transaction's size on the wire so far, estimated from above (see [`wire`]).
+    size: usize,
+}
+
+/// Sizes on the wire of a multi-op (`MultiRequest`), from above: what zookeeper-client
+/// serializes, each path with the client's chroot in front.
+mod wire {
+    /// The frame's length, the request header (xid, type) and the closing multi header.
+    pub const FRAME: usize = 4 + 8 + 9;
+    /// Each operation's multi header (type, done, err).
+    const HEADER: usize = 9;
+    /// A length-prefixed string or buffer.
+    const fn buffer(len: usize) -> usize {
+        4 + len
+    }
+
+    /// `check`: path, version.
+    pub const fn check(path: usize) -> usize {
+        HEADER + buffer(path) + 4
+    }
+
+    /// `delete`: path, version.
+    pub const fn delete(path: usize) -> usize {
+        HEADER + buffer(path) + 4
+    }
+
+    /// `setData`: path, data, version.
+    pub const fn set_data(path: usize, data: usize) -> usize {
+        HEADER + buffer(path) + buffer(data) + 4
+    }
+
+    /// `create`: path, data, then the ACLs, flags and TTL, of which `options` is an upper
+    /// bound (see `FencedWrite::add_create`).
+    pub const fn create(path: usize, data: usize, options: usize) -> usize {
+        HEADER + buffer(path) + buffer(data) + options
+    }
 }
 
 impl fmt::Debug for FencedWrite<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FencedWrite")
             .field("guard", &self.guard)
+            .field("size", &self.size)
             .finish_non_exhaustive()
     }
+}
+
+/// An upper bound of what a create's options (flags, ACLs, TTL) take on the wire.
+/// zookeeper-client keeps them private; their `Debug` text names every ACL's scheme and id
+/// (or one of the fixed lists, `world:anyone` or `auth:`, by name), with more around each than
+/// the wire's 4-byte lengths and permissions, and the mode and the TTL, so it is never
+/// shorter than what is sent. The floor covers the fixed lists' wire form whatever their name.
+fn create_options_bound(options: &zk::CreateOptions<'_>) -> usize {
+    format!("{options:?}").len().max(64)
 }
 
 impl<'c> FencedWrite<'c> {
@@ -305,21 +362,168 @@ impl<'c> FencedWrite<'c> {
         let writer = client
             .new_check_writer(&guard, version)
             .map_err(|e| epoch.error(e, &guard))?;
+        let chroot = client.path().len();
+        let size = wire::FRAME + wire::check(chroot + guard.len());
         Ok(FencedWrite {
             writer,
             epoch,
             guard,
             since,
             loss,
+            chroot,
+            size,
         })
+    }
+
+    /// The transaction's size on the wire so far, in bytes, estimated from above (what
+    /// [`commit`](FencedWrite::commit) compares with the servers' limit).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// let empty = write.size();
+    /// write.add_set_data("/app/config", b"v2", None)?;
+    /// assert!(write.size() > empty);
+    /// # Ok(()) }
+    /// ```
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Refuses an operation of `op` bytes that would not fit the servers' limit even with
+    /// nothing but the ownership check beside it.
+    fn check_op(&self, op: usize) -> Result<()> {
+        let alone = wire::FRAME + wire::check(self.chroot + self.guard.len()) + op;
+        self.epoch
+            .check_wire_size("an operation of a fenced write", alone)
+    }
+
+    /// Adds an operation with zookeeper-client's `add`, counting its size.
+    fn add(
+        &mut self,
+        path: &str,
+        op: usize,
+        add: impl FnOnce(&mut zk::CheckWriter<'c>) -> std::result::Result<(), zk::Error>,
+    ) -> Result<()> {
+        self.check_op(op)?;
+        add(&mut self.writer).map_err(|e| self.epoch.error(e, path))?;
+        self.size += op;
+        Ok(())
+    }
+
+    /// Adds a data write: `path`'s data becomes `data`, if its version is
+    /// `expected_version` (any version with `None`). zookeeper-client's
+    /// [`add_set_data`](zk::MultiWriter::add_set_data).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] when the operation alone would not fit the servers' packet limit
+    /// (nothing is added); [`Error::Zk`] for a path the client refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// write.add_set_data("/app/config", b"v2", Some(7))?; // only over version 7
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add_set_data(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        expected_version: Option<i32>,
+    ) -> Result<()> {
+        let op = wire::set_data(self.chroot + path.len(), data.len());
+        self.add(path, op, |w| w.add_set_data(path, data, expected_version))
+    }
+
+    /// Adds a create of `path` with `data` and `options` (mode, your own ACLs, TTL).
+    /// zookeeper-client's [`add_create`](zk::MultiWriter::add_create).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] when the operation alone would not fit the servers' packet limit
+    /// (nothing is added); [`Error::Zk`] for a path or options the client refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// use zk_recipes::zookeeper_client as zk;
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// let mode = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+    /// write.add_create("/app/journal/entry-", b"debit", &mode)?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add_create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        options: &zk::CreateOptions<'_>,
+    ) -> Result<()> {
+        let op = wire::create(
+            self.chroot + path.len(),
+            data.len(),
+            create_options_bound(options),
+        );
+        self.add(path, op, |w| w.add_create(path, data, options))
+    }
+
+    /// Adds a delete of `path`, if its version is `expected_version` (any version with
+    /// `None`). zookeeper-client's [`add_delete`](zk::MultiWriter::add_delete).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] when the operation alone would not fit the servers' packet limit
+    /// (a path that long never does; nothing is added); [`Error::Zk`] for a path the client
+    /// refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// write.add_delete("/app/pending/job-17", None)?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add_delete(&mut self, path: &str, expected_version: Option<i32>) -> Result<()> {
+        let op = wire::delete(self.chroot + path.len());
+        self.add(path, op, |w| w.add_delete(path, expected_version))
+    }
+
+    /// Adds a check that `path` is at data version `version`: the transaction commits only if
+    /// it is. zookeeper-client's [`add_check_version`](zk::MultiWriter::add_check_version).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] when the operation alone would not fit the servers' packet limit
+    /// (a path that long never does; nothing is added); [`Error::Zk`] for a path the client
+    /// refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// write.add_check_version("/app/schema", 3)?;
+    /// write.add_set_data("/app/config", b"v2", None)?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn add_check_version(&mut self, path: &str, version: i32) -> Result<()> {
+        let op = wire::check(self.chroot + path.len());
+        self.add(path, op, |w| w.add_check_version(path, version))
     }
 
     /// Commits every operation added, if and only if the grant still holds.
     ///
     /// # Errors
     ///
-    /// [`Error::Lost`] when the grant is lost: its node is gone or was changed by someone else,
-    /// or (under [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the connection was
+    /// [`Error::TooLarge`] when the whole transaction would not fit the servers' packet limit
+    /// (each operation did; nothing was sent), [`Error::Lost`] when the grant is lost: its
+    /// node is gone or was changed by someone else, or (under
+    /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension)) the connection was
     /// suspended since the grant (nothing was written),
     /// [`Error::SessionExpired`] or [`Error::SessionClosed`] when its session is over,
     /// [`Error::ConnectionLost`] when the connection broke before the answer (the writes may
@@ -346,7 +550,10 @@ impl<'c> FencedWrite<'c> {
             guard,
             since,
             loss,
+            size,
+            ..
         } = self;
+        epoch.check_wire_size("a fenced write's transaction", size)?;
         // A grant lost under the session's policy (a suspension, under `Suspension`) writes
         // nothing, even while its node is still there; nor does one whose node was seen gone
         // (the check by path could pass on a namesake in a root made again).
@@ -374,19 +581,6 @@ impl<'c> FencedWrite<'c> {
                 Err(epoch.error(source, &format!("operation {index} of the fenced write")))
             }
         }
-    }
-}
-
-impl<'c> Deref for FencedWrite<'c> {
-    type Target = zk::CheckWriter<'c>;
-    fn deref(&self) -> &Self::Target {
-        &self.writer
-    }
-}
-
-impl DerefMut for FencedWrite<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.writer
     }
 }
 
@@ -418,6 +612,40 @@ mod tests {
             FencingToken::new(u64::MAX) < again,
             "zxid tokens (incarnation 0) never mix"
         );
+    }
+
+    #[test]
+    fn the_bound_of_a_creates_options_covers_their_wire_form() {
+        // On the wire: flags, the ACL vector's length, each ACL (permissions, scheme, id,
+        // each string with its length), and the TTL.
+        let wire = |acls: &[zk::Acl], ttl: bool| {
+            4 + 4
+                + acls
+                    .iter()
+                    .map(|a| 4 + 4 + a.scheme().len() + 4 + a.id().len())
+                    .sum::<usize>()
+                + if ttl { 8 } else { 0 }
+        };
+        let long: Vec<zk::Acl> = (0..50)
+            .map(|i| {
+                zk::Acl::new(
+                    zk::Permission::ALL,
+                    zk::AuthId::new("digest", &format!("user-{i}:{}", "x".repeat(200))),
+                )
+            })
+            .collect();
+        let mode = zk::CreateMode::Persistent;
+        let options = mode.with_acls(zk::Acls::new(&long));
+        assert!(create_options_bound(&options) >= wire(&long, false));
+        let ttl = options.with_ttl(std::time::Duration::from_secs(60));
+        assert!(create_options_bound(&ttl) >= wire(&long, true));
+        for fixed in [
+            zk::Acls::anyone_all(),
+            zk::Acls::anyone_read(),
+            zk::Acls::creator_all(),
+        ] {
+            assert!(create_options_bound(&mode.with_acls(fixed)) >= wire(&fixed, true));
+        }
     }
 
     #[test]

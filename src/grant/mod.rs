@@ -345,11 +345,12 @@ impl Grant {
         self.epoch.client()
     }
 
-    /// zookeeper-client's own transaction builder ([`zk::CheckWriter`], through
-    /// [`FencedWrite`]) with the ownership check already in it: the transaction commits only
-    /// while this grant's node exists, so the writes and the check are one atomic multi-op.
-    /// Add any operation the client has, with your own ACLs; [`FencedWrite::commit`] reports
-    /// a lost grant as [`Error::Lost`](crate::Error::Lost).
+    /// A transaction with the ownership check already in it ([`FencedWrite`], on
+    /// zookeeper-client's [`zk::CheckWriter`]): it commits only while this grant's node
+    /// exists, so the writes and the check are one atomic multi-op. Add set-data, create (with
+    /// your own ACLs), delete and version-check operations, each size-checked against the
+    /// servers' limit; [`FencedWrite::commit`] reports a lost grant as
+    /// [`Error::Lost`](crate::Error::Lost).
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {

@@ -48,10 +48,12 @@ pub(crate) struct Epoch {
     lease: Lease,
     /// The lease end (`Lease::until`) last counted as a lapse, so one lapse counts once.
     lapsed_for: AtomicU64,
+    /// The largest request the servers accept ([`SessionOptions::max_packet_bytes`](crate::SessionOptions::max_packet_bytes)).
+    max_packet: usize,
 }
 
 impl Epoch {
-    pub(super) fn new(client: zk::Client, policy: LossPolicy) -> Epoch {
+    pub(super) fn new(client: zk::Client, policy: LossPolicy, max_packet: usize) -> Epoch {
         let client_timeout = client.session_timeout();
         Epoch {
             id: client.session_id().0,
@@ -64,7 +66,23 @@ impl Epoch {
             grants: Mutex::new(HashMap::new()),
             lease: Lease::new(client_timeout),
             lapsed_for: AtomicU64::new(0),
+            max_packet,
         }
+    }
+
+    /// Refuses a request that would be `size` bytes on the wire (its frame, estimated from
+    /// above) when the servers would not accept it: they close the connection on such a
+    /// packet, and the request would end as `ConnectionLost`, "outcome unknown", for a write
+    /// that could never have happened.
+    pub fn check_wire_size(&self, what: &'static str, size: usize) -> Result<()> {
+        if size > self.max_packet {
+            return Err(Error::TooLarge {
+                what,
+                size,
+                limit: self.max_packet,
+            });
+        }
+        Ok(())
     }
 
     /// The session timeout the server agreed to.

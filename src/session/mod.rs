@@ -160,7 +160,7 @@ impl Session {
                 });
             }
         }
-        let epoch = Arc::new(Epoch::new(client, options.loss_policy));
+        let epoch = Arc::new(Epoch::new(client, options.loss_policy, options.max_packet));
         info!(session_id = format_args!("{:#x}", epoch.id), timeout = ?epoch.timeout, "session connected");
         let (state_tx, state_rx) = watch::channel(SessionState::Connected {
             session_id: epoch.id,

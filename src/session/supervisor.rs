@@ -77,7 +77,7 @@ pub(super) async fn supervise(
                 }
                 opened = options.open() => match opened {
                     Ok(client) => {
-                        let epoch = Arc::new(Epoch::new(client, options.loss_policy));
+                        let epoch = Arc::new(Epoch::new(client, options.loss_policy, options.max_packet));
                         tokio::spawn(super::lease::heartbeat(epoch.clone()));
                         break epoch;
                     }
