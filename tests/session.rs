@@ -271,3 +271,86 @@ async fn a_release_storm_of_a_thousand_holders_on_one_expired_session_resolves_e
     assert!(left.is_empty(), "lock nodes left: {left:?}");
     session.close().await;
 }
+
+/// `close()` while a `client()` handle lives (the README's fenced write keeps one): prompt,
+/// the session is over on the server (its lock node gone, the lock free for others), and the
+/// handle answers a typed error instead of hanging or keeping the session alive. Five rounds,
+/// each with its own session; handles from `Session::client` and `Grant::client` alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_is_prompt_while_a_client_handle_lives_and_the_handle_then_says_expired() {
+    let zk = Zk::start("close-with-handle").await;
+    let raw = zk.raw().await;
+    // The tests' connection timeout (`Zk::options`): close used to wait all of it.
+    let timeout = scaled(Duration::from_secs(10));
+    let (mut took, mut handle_took) = (Vec::new(), Vec::new());
+    for round in 0..5 {
+        let session = zk.session().await;
+        let mutex = zk_recipes::ZkMutex::new(&session, "/locks/close").unwrap();
+        let guard = mutex.lock().await.unwrap();
+        let node = guard.path().to_owned();
+        let handle = if round % 2 == 0 {
+            session.client().await.unwrap()
+        } else {
+            guard.client().unwrap()
+        };
+        handle.check_stat("/").await.unwrap();
+        let started = Instant::now();
+        session.close().await;
+        let elapsed = started.elapsed();
+        took.push(elapsed.as_millis());
+        assert!(
+            elapsed < timeout / 4,
+            "round {round}: close() took {elapsed:?} with a handle alive (connection timeout \
+             {timeout:?})"
+        );
+        assert_eq!(session.state(), SessionState::Closed);
+        // Over on the server: the lock node went with the session.
+        assert_eq!(
+            raw.check_stat(&node).await.unwrap(),
+            None,
+            "round {round}: the closed session's lock node is still there"
+        );
+        assert_eq!(
+            within("lost() after close", 10, guard.lost()).await,
+            zk_recipes::LossReason::SessionClosed
+        );
+        // The handle answers errors, never a hang: `SessionExpired` once its client hears
+        // (at its next contact, or when a connection the server no longer answers times out:
+        // zookeeper-client's limit, 2/5 of the session timeout here).
+        let heard = Instant::now();
+        let mut answers = Vec::new();
+        within(
+            "the handle to answer SessionExpired after close",
+            10,
+            async {
+                loop {
+                    match handle.check_stat("/").await {
+                        Err(zookeeper_client::Error::SessionExpired) => break,
+                        Err(other) => answers.push(other),
+                        Ok(stat) => {
+                            panic!("round {round}: the handle answered {stat:?} after close")
+                        }
+                    }
+                }
+            },
+        )
+        .await;
+        handle_took.push((heard.elapsed().as_millis(), answers.len()));
+    }
+    // The same without a handle: zookeeper-client's own close, no second connection.
+    let mut plain = Vec::new();
+    for _ in 0..5 {
+        let session = zk.session().await;
+        let mutex = zk_recipes::ZkMutex::new(&session, "/locks/close").unwrap();
+        let guard = mutex.lock().await.unwrap();
+        let started = Instant::now();
+        session.close().await;
+        plain.push(started.elapsed().as_millis());
+        assert_eq!(raw.check_stat(guard.path()).await.unwrap(), None);
+    }
+    println!(
+        "close() without a handle: {plain:?} ms; the handle's SessionExpired after close, (ms, \
+         errors before it): {handle_took:?}"
+    );
+    println!("close() with a client handle alive: {took:?} ms");
+}

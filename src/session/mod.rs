@@ -264,11 +264,15 @@ impl Session {
     /// operations the recipes do not cover. Waits (up to the connection timeout) while a new
     /// session is being opened after an expiry.
     ///
-    /// Drop it when done: zookeeper-client ends a ZooKeeper session when its last handle goes,
-    /// so a handle kept past [`close`](Session::close) keeps that session, and its ephemeral
-    /// nodes, alive on the servers (`close` then waits its connection timeout for the end, and
-    /// logs a warning). After an expiry the handle answers `SessionExpired`; ask again for the
-    /// new session's.
+    /// The handle shares the session's connection. zookeeper-client has no close of its own
+    /// and ends a ZooKeeper session only when every handle of its client is gone, so while you
+    /// keep one, [`close`](Session::close) (or the last `Session` dropped) closes the session
+    /// over a second connection instead, a few milliseconds after a short grace (about 0.1 s
+    /// in all). The handle then answers `SessionExpired`: at once as a rule, or, if its
+    /// connection is one the server stopped answering, once zookeeper-client gives up on it
+    /// (its connection timeout, at most 2/5 of the session timeout; until then the request
+    /// waits, and it may first answer a connection error). After an expiry the handle answers
+    /// `SessionExpired` too; ask again for the new session's.
     ///
     /// # Errors
     ///
@@ -320,7 +324,9 @@ impl Session {
     }
 
     /// Closes the ZooKeeper session: its ephemeral nodes (every lock and candidacy held
-    /// through it) are deleted at once, and every guard reports itself lost.
+    /// through it) are deleted at once, and every guard reports itself lost. Returns once the
+    /// server confirmed the close (bounded by the connection timeout), in a round trip, or
+    /// about 0.1 s while someone keeps a [`client`](Session::client) handle (see there).
     ///
     /// # Cancel safety
     ///

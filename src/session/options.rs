@@ -503,9 +503,8 @@ impl SessionOptions {
         }
     }
 
-    pub(super) async fn open(&self) -> Result<zk::Client> {
-        self.check_connect()?;
-        let before = self.tcp_nodelay.then(Connections::now);
+    /// zookeeper-client's connector with these options (timeouts, credentials, TLS).
+    fn connector(&self) -> Result<zk::Connector> {
         let mut connector = zk::Client::connector()
             .with_session_timeout(self.session_timeout)
             .with_connection_timeout(self.connection_timeout);
@@ -521,17 +520,44 @@ impl SessionOptions {
             tls::ensure_provider();
             connector = connector.with_tls(config.zk_options()?);
         }
-        let secure = self.uses_tls();
-        let connect = self.connect.as_str();
-        let connecting = async move {
-            // With TLS, hosts without a scheme speak TLS.
-            #[cfg(feature = "tls")]
-            if secure {
-                return connector.secure_connect(connect).await;
-            }
-            let _ = secure;
-            connector.connect(connect).await
-        };
+        Ok(connector)
+    }
+
+    /// Connects `connector` to the connect string (TLS for hosts without a scheme when TLS
+    /// is set).
+    async fn connect_with(
+        &self,
+        connector: zk::Connector,
+    ) -> std::result::Result<zk::Client, zk::Error> {
+        #[cfg(feature = "tls")]
+        if self.uses_tls() {
+            return connector.secure_connect(&self.connect).await;
+        }
+        connector.connect(&self.connect).await
+    }
+
+    /// A second client on the existing session `session` (with the same credentials), which
+    /// takes the session over from the connection that has it: `close()` closes a session
+    /// through it while someone else still holds a handle of the first client. One try per
+    /// host (no backoff: the caller tries again at once), bounded by the connection timeout;
+    /// [`Error::SessionExpired`] when the session is already over on the server.
+    pub(super) async fn reattach(&self, session: zk::SessionInfo) -> Result<zk::Client> {
+        let connector = self.connector()?.with_session(session).with_fail_eagerly();
+        match tokio::time::timeout(self.connection_timeout, self.connect_with(connector)).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(err)) => Err(Error::zk(err, "/")),
+            Err(_) => Err(Error::Unreachable {
+                connect: self.connect.clone(),
+                timeout: self.connection_timeout,
+            }),
+        }
+    }
+
+    pub(super) async fn open(&self) -> Result<zk::Client> {
+        self.check_connect()?;
+        let before = self.tcp_nodelay.then(Connections::now);
+        let connector = self.connector()?;
+        let connecting = self.connect_with(connector);
         match tokio::time::timeout(self.connection_timeout, connecting).await {
             Err(_) | Ok(Err(zk::Error::Timeout | zk::Error::NoHosts)) => {
                 Err(self.unreachable().await)

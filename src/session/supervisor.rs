@@ -28,6 +28,7 @@ pub(super) async fn supervise(
         let span = info_span!("session", session_id = format_args!("{:#x}", epoch.id));
         let Ok(client) = epoch.client() else { return };
         let mut watcher = client.state_watcher();
+        let info = client.session().clone();
         drop(client);
         let servers = nodelay_servers.as_deref();
         let closing = follow(&epoch, &mut watcher, &state, &mut shutdown, servers)
@@ -35,22 +36,7 @@ pub(super) async fn supervise(
             .await;
         epoch.end(closing);
         if closing {
-            // With our handle gone, zookeeper-client sends closeSession once the last request
-            // in flight is done: wait (bounded) for the server's answer, so that a process
-            // exiting right after `close().await` leaves no ephemeral node behind.
-            let confirmed = async {
-                while !watcher.peek_state().is_terminated() {
-                    watcher.changed().await;
-                }
-            };
-            if tokio::time::timeout(options.connection_timeout, confirmed)
-                .await
-                .is_err()
-            {
-                warn!(
-                    "the server did not confirm the close in time (a client handle still in use?)"
-                );
-            }
+            close(&options, info, &mut watcher).await;
             current.send_replace(None);
             state.send_replace(SessionState::Closed);
             debug!(
@@ -98,6 +84,73 @@ pub(super) async fn supervise(
             session_id: epoch.id,
         });
     }
+}
+
+/// How long `close` waits for zookeeper-client's own close (sent once the last handle of the
+/// client is gone, answered in a round trip) before it closes the session from a second
+/// connection: a `client()` handle that someone still holds keeps the first one open.
+const OWN_CLOSE_GRACE: Duration = Duration::from_millis(100);
+
+/// Ends the session for `close()` (or the last `Session` dropped), and waits (bounded by the
+/// connection timeout) for the server to confirm it, so that a process exiting right after
+/// `close().await` leaves no ephemeral node behind.
+///
+/// With our handles gone, zookeeper-client sends `closeSession` by itself, but only once
+/// every handle of the client is dropped (it has no close of its own): one the user still
+/// holds (`Session::client`, `Grant::client`) would keep the session, and its locks, alive for
+/// as long as it lives. So after a short grace the session is closed from a second client
+/// that reattaches to it (with its id and password, as a client does after a reconnect: the
+/// server moves the session to the new connection and drops the old one) and is dropped at
+/// once, which sends the close. The first client, reconnecting, may take the session back
+/// before the close arrives (then the second one's close is lost with its connection): the
+/// second client attaches again, at once, until the server answers a reattach with "session
+/// expired", the proof that the session is over. The first client's handles then answer
+/// `SessionExpired`.
+async fn close(options: &SessionOptions, info: zk::SessionInfo, watcher: &mut zk::StateWatcher) {
+    let started = tokio::time::Instant::now();
+    let deadline = started + options.connection_timeout;
+    if terminated(watcher, OWN_CLOSE_GRACE.min(options.connection_timeout)).await {
+        return;
+    }
+    debug!("a client handle still lives: closing the session over a second connection");
+    let mut attempts = 0u32;
+    while tokio::time::Instant::now() < deadline {
+        if watcher.peek_state().is_terminated() {
+            return;
+        }
+        attempts += 1;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, options.reattach(info.clone())).await {
+            Ok(Ok(second)) => {
+                // Dropped at once: its only request is the close.
+                let mut closing = second.state_watcher();
+                drop(second);
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                terminated(&mut closing, left).await;
+            }
+            Ok(Err(crate::Error::SessionExpired)) => {
+                debug!(took = ?started.elapsed(), attempts, "session closed over a second connection");
+                return;
+            }
+            Ok(Err(err)) => debug!(%err, "a reattach to close the session failed"),
+            Err(_) => break,
+        }
+    }
+    warn!(
+        attempts,
+        "the server did not confirm the close within the connection timeout: the session may \
+         live on until it expires"
+    );
+}
+
+/// Whether `watcher`'s session is over (closed, expired, refused) within `limit`.
+async fn terminated(watcher: &mut zk::StateWatcher, limit: Duration) -> bool {
+    let over = async {
+        while !watcher.peek_state().is_terminated() {
+            watcher.changed().await;
+        }
+    };
+    tokio::time::timeout(limit, over).await.is_ok()
 }
 
 /// Follows one ZooKeeper session until it is over; returns whether we are closing.
