@@ -10,8 +10,14 @@
 //! - A grant's `is_held()` turns false once the lease clock runs out while the ensemble is
 //!   silent (its server paused), and true again when it answers, under `LossPolicy::Expiry`.
 //!
+//! - The heartbeat's cost, counted with the server's own per-connection counters: one request
+//!   per third of the timeout while a lock is held, none while nothing is (the client's own
+//!   pings aside, which every idle ZooKeeper connection sends).
+//!
 //! `ZK_FREEZE_RUNS` sets the freezes per mode (default 3).
 
+#[path = "support/cons.rs"]
+mod cons;
 mod support;
 
 use std::ops::ControlFlow;
@@ -327,4 +333,125 @@ async fn a_freeze_past_the_lease_but_not_the_session_is_a_loss_under_suspension(
         "the grant should be lost for good: {after:?}"
     );
     let _ = child.kill().await;
+}
+
+/// What the server counted on one session's connection over a window: requests (pings aside)
+/// and pings.
+#[derive(Debug)]
+struct Traffic {
+    requests: i64,
+    pings: i64,
+}
+
+impl Traffic {
+    fn between(before: &cons::Conn, after: &cons::Conn) -> Traffic {
+        assert_eq!(
+            before.peer, after.peer,
+            "the session reconnected during the window: its counts started again"
+        );
+        let requests = after.lcxid - before.lcxid;
+        let packets = i64::try_from(after.recved - before.recved).unwrap();
+        Traffic {
+            requests,
+            pings: packets - requests,
+        }
+    }
+}
+
+/// The heartbeat's cost, counted by the server (`cons`: packets received and the last request
+/// number of each connection): over three session timeouts, a session holding a lock sends
+/// one request per third of the timeout (nine, give or take one: the window's two ends each
+/// cut a period; the client schedules each heartbeat from the previous send, so its own lag
+/// is a few milliseconds per period, not a drift), and a session of the same process that
+/// holds nothing sends none, nor does the first once it released; both send the
+/// client's pings, which every idle ZooKeeper connection sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_costs_one_request_per_third_of_the_timeout_while_held_and_none_idle() {
+    let zk = Zk::start("lease-heartbeat-cost").await;
+    let host = zk.server.connect_string();
+    let options = || zk.options().session_timeout(SESSION);
+    let holder = Session::connect(options()).await.unwrap();
+    let idle = Session::connect(options()).await.unwrap();
+    let (held_sid, idle_sid) = (holder.session_id().unwrap(), idle.session_id().unwrap());
+    let mutex = ZkMutex::new(&holder, "/locks/heartbeat").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let window = SESSION * 3;
+    let period = SESSION / 3;
+
+    let count = |sid| cons::of_session(&host, sid);
+    let (held0, idle0) = (
+        count(held_sid).await.unwrap(),
+        count(idle_sid).await.unwrap(),
+    );
+    let started = Instant::now();
+    // The window is what is measured: the time itself. Meanwhile the lease that a check
+    // (`is_held()`) would find, sampled every 5 ms.
+    let mut lease = (Duration::MAX, Duration::ZERO);
+    let mut sample = tokio::time::interval(Duration::from_millis(5));
+    while started.elapsed() < window {
+        sample.tick().await;
+        let left = guard
+            .lease_remaining()
+            .expect("the lease ran out while held");
+        lease = (lease.0.min(left), lease.1.max(left));
+    }
+    let (held1, idle1) = (
+        count(held_sid).await.unwrap(),
+        count(idle_sid).await.unwrap(),
+    );
+    let elapsed = started.elapsed();
+    let (held, idle_traffic) = (
+        Traffic::between(&held0, &held1),
+        Traffic::between(&idle0, &idle1),
+    );
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+
+    // The same session once it released: nothing held, nothing sent. The release's own
+    // requests (its delete, then zookeeper-client's RemoveWatches for the grant's watches as
+    // they drop) go out within milliseconds of it, so the window starts a heartbeat period
+    // later: a heartbeat that went on would still be due nine times in it.
+    tokio::time::sleep(period).await;
+    let released0 = count(held_sid).await.unwrap();
+    tokio::time::sleep(window).await;
+    let released1 = count(held_sid).await.unwrap();
+    let released = Traffic::between(&released0, &released1);
+
+    let expected = (elapsed.as_secs_f64() / period.as_secs_f64()).round() as i64;
+    println!(
+        "heartbeat cost over {elapsed:.1?} ({} session timeouts of {SESSION:?}, a period of \
+         {period:?}: {expected} expected): holding a lock {held:?}; a session holding nothing \
+         {idle_traffic:?}; the holder after its release {released:?}",
+        window.as_secs() / SESSION.as_secs()
+    );
+    println!(
+        "the lease a check found while held: {:?} to {:?}",
+        lease.0, lease.1
+    );
+    // The heartbeat goes out when a third of the lease's two thirds has run: a check always
+    // finds at least a third of the timeout left, less the heartbeat's round trip and lag.
+    assert!(
+        lease.0 >= period - SESSION / 10 && lease.1 <= SESSION * 2 / 3,
+        "the lease a check found: {lease:?}"
+    );
+    assert!(
+        (expected - 1..=expected + 1).contains(&held.requests),
+        "{} requests while holding, expected {expected} +- 1",
+        held.requests
+    );
+    // The counters do count on an idle connection: the client's pings are there.
+    assert!(
+        idle_traffic.pings > 0 && released.pings > 0,
+        "no pings counted"
+    );
+    assert_eq!(
+        idle_traffic.requests, 0,
+        "a session holding nothing sent requests"
+    );
+    assert_eq!(
+        released.requests, 0,
+        "the holder sent requests after its release"
+    );
+    holder.close().await;
+    idle.close().await;
 }
