@@ -188,6 +188,13 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
     // Whatever the child printed before the freeze is read by now.
     tokio::time::sleep(Duration::from_millis(200)).await;
     while lines.try_recv().is_ok() {}
+    // The server counts the session from the child's last packet, up to a ping interval
+    // before the SIGSTOP, so our candidate may lead a little before a whole session timeout
+    // of freeze: the freeze lasts at least that long all the same.
+    let past = SESSION + Duration::from_millis(50);
+    if let Some(left) = past.checked_sub(stopped.elapsed()) {
+        tokio::time::sleep(left).await;
+    }
     assert!(stopped.elapsed() > SESSION, "not frozen past the session");
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
