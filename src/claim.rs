@@ -9,6 +9,7 @@ use zookeeper_client as zk;
 use crate::error::{Error, Result, RootKind};
 use crate::layout::kind::{admit, Admit, RecipeKind};
 use crate::layout::ANCHOR;
+use crate::ops::{self, OrMissing};
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
 
@@ -68,7 +69,12 @@ pub(crate) async fn claim(
             if matches!(make, Make::Nothing) {
                 return Ok(None);
             }
-            make_root(epoch, session, path, parent, make).await?;
+            let (data, mode) = match make {
+                Make::Persistent(data) => (data, zk::CreateMode::Persistent),
+                Make::Container(data) => (data, zk::CreateMode::Container),
+                Make::Nothing => unreachable!("returned above"),
+            };
+            ops::ensure_node(epoch, session, path, data, mode).await?;
             continue;
         };
         if stat.ephemeral_owner != 0 {
@@ -119,15 +125,10 @@ async fn read(epoch: &Epoch, root: &str, anchor: &str, parent: &str) -> Result<F
             let parent_anchor = format!("{parent}/{ANCHOR}");
             let (root_read, anchor_read) = (c.get_data(root), c.get_data(anchor));
             let parent_read = (parent != "/").then(|| c.get_data(&parent_anchor));
-            let missing = |r: std::result::Result<(Vec<u8>, zk::Stat), zk::Error>| match r {
-                Ok(found) => Ok(Some(found)),
-                Err(zk::Error::NoNode) => Ok(None),
-                Err(e) => Err(e),
-            };
-            let root = missing(root_read.await)?;
-            let anchor = missing(anchor_read.await)?.map(|(d, s)| (d, s.version));
+            let root = root_read.await.or_missing()?;
+            let anchor = anchor_read.await.or_missing()?.map(|(d, s)| (d, s.version));
             let parent_anchor = match parent_read {
-                Some(read) => missing(read.await)?.map(|(d, _)| d),
+                Some(read) => read.await.or_missing()?.map(|(d, _)| d),
                 None => None,
             };
             Ok(Found {
@@ -146,36 +147,6 @@ async fn set(epoch: &Epoch, path: &str, data: &[u8], version: i32) -> Result<boo
             match c.set_data(path, data, Some(version)).await {
                 Ok(_) => Ok(true),
                 Err(zk::Error::BadVersion | zk::Error::NoNode) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })
-        .await
-}
-
-/// Makes the missing root (its parents as persistent nodes); someone else's first is as good.
-pub(crate) async fn make_root(
-    epoch: &Epoch,
-    session: &Session,
-    root: &str,
-    parent: &str,
-    make: Make<'_>,
-) -> Result<()> {
-    let persistent = &zk::CreateMode::Persistent.with_acls(session.acls());
-    let container = &zk::CreateMode::Container.with_acls(session.acls());
-    let (data, options) = match make {
-        Make::Persistent(data) => (data, persistent),
-        Make::Container(data) => (data, container),
-        Make::Nothing => return Ok(()),
-    };
-    if parent != "/" {
-        epoch
-            .retry(parent, |c| async move { c.mkdir(parent, persistent).await })
-            .await?;
-    }
-    epoch
-        .retry(root, |c| async move {
-            match c.create(root, data, options).await {
-                Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
                 Err(e) => Err(e),
             }
         })

@@ -7,8 +7,9 @@ use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
 use crate::claim::{claim, Make};
-use crate::error::{connection_lost, Error, Result};
+use crate::error::{Error, Result};
 use crate::layout::kind::RecipeKind;
+use crate::ops::{self, OrMissing};
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
 
@@ -189,21 +190,20 @@ impl ZkSharedCount {
             loop {
                 // Never sent again after a broken connection: a repeat landing after another
                 // process's addition would undo it.
-                let set = epoch
-                    .client()?
-                    .set_data(path, &value.to_be_bytes(), None)
-                    .await;
+                let data = &value.to_be_bytes();
+                let set = ops::send_once(&epoch, path, |c| async move {
+                    c.set_data(path, data, None).await.or_missing()
+                })
+                .await?;
                 match set {
-                    Ok(stat) => {
+                    Some(stat) => {
                         debug!(version = stat.version, "count set");
                         return Ok(counted(value, &stat));
                     }
                     // Missing: create it (with the seed), then set.
-                    Err(zk::Error::NoNode) => {
+                    None => {
                         self.read(&epoch).await?;
                     }
-                    Err(e) if connection_lost(&e) => return Err(Error::ConnectionLost),
-                    Err(e) => return Err(epoch.error(e, path)),
                 }
             }
         }
@@ -397,15 +397,7 @@ impl ZkSharedCount {
     async fn read(&self, epoch: &Epoch) -> Result<VersionedCount> {
         let path = self.path.as_str();
         loop {
-            let read = epoch
-                .retry(path, |c| async move {
-                    match c.get_data(path).await {
-                        Err(zk::Error::NoNode) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })
-                .await?;
-            if let Some((data, stat)) = read {
+            if let Some((data, stat)) = ops::read(epoch, path).await? {
                 return decode(path, &data, &stat);
             }
             self.create(epoch).await?;
@@ -455,21 +447,25 @@ impl ZkSharedCount {
         value: i32,
     ) -> Result<Option<VersionedCount>> {
         let path = self.path.as_str();
-        let client = epoch.client()?;
-        match client
-            .set_data(path, &value.to_be_bytes(), Some(previous.version))
-            .await
-        {
-            Ok(stat) => {
+        let data = &value.to_be_bytes();
+        let version = Some(previous.version);
+        let written = ops::send_once(epoch, path, |c| async move {
+            match c.set_data(path, data, version).await {
+                Ok(stat) => Ok(Some(stat)),
+                Err(zk::Error::BadVersion | zk::Error::NoNode) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await?;
+        match written {
+            Some(stat) => {
                 debug!(version = stat.version, "count compare-and-set");
                 Ok(Some(counted(value, &stat)))
             }
-            Err(zk::Error::BadVersion) | Err(zk::Error::NoNode) => {
+            None => {
                 debug!("count changed meanwhile");
                 Ok(None)
             }
-            Err(e) if connection_lost(&e) => Err(Error::ConnectionLost),
-            Err(e) => Err(epoch.error(e, path)),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::fence::FencingToken;
 use crate::grant::Grant;
 use crate::layout::kind::RecipeKind;
 use crate::mutex::never_none;
+use crate::ops::{self, OrMissing};
 use crate::path::{sorted_contenders, Contender, ZkPath};
 use crate::queue::{exclusive, Queue, Rule, Wait};
 use crate::session::{Epoch, Session};
@@ -377,15 +378,8 @@ async fn leader_now(epoch: &Epoch, root: &ZkPath) -> Result<Option<Leader>> {
         };
         let path = format!("{root}/{}", first.name);
         let at = path.as_str();
-        let read = epoch
-            .retry(at, |c| async move {
-                match c.get_data(at).await {
-                    // It resigned between the listing and the read: look again.
-                    Err(zk::Error::NoNode) => Ok(None),
-                    other => other.map(|(data, _)| Some(data)),
-                }
-            })
-            .await?;
+        // None: it resigned between the listing and the read; look again.
+        let read = ops::read(epoch, at).await?.map(|(data, _)| data);
         let term = FencingToken::from_sequence(first.sequence, root_czxid);
         if let (Some(info), Some(term)) = (read, term) {
             return Ok(Some(Leader { info, term, path }));
@@ -403,10 +397,7 @@ async fn leader_and_watch(
     loop {
         let listed = epoch
             .retry(root, |c| async move {
-                match c.get_and_watch_children(root).await {
-                    Err(zk::Error::NoNode) => Ok(None),
-                    other => other.map(|(children, stat, watcher)| Some((children, stat, watcher))),
-                }
+                c.get_and_watch_children(root).await.or_missing()
             })
             .await?;
         let Some((children, stat, children_watch)) = listed else {
@@ -426,12 +417,10 @@ async fn leader_and_watch(
         let at = path.as_str();
         let read = epoch
             .retry(at, |c| async move {
-                match c.get_and_watch_data(at).await {
-                    Err(zk::Error::NoNode) => Ok(None),
-                    other => other.map(|(data, _, watcher)| Some((data, watcher))),
-                }
+                c.get_and_watch_data(at).await.or_missing()
             })
-            .await?;
+            .await?
+            .map(|(data, _, watcher)| (data, watcher));
         if let (Some((info, watcher)), Some(term)) = (
             read,
             FencingToken::from_sequence(first.sequence, stat.czxid),

@@ -798,15 +798,9 @@ impl Keeper {
     /// Deletes the node at `version` (an earlier session's of ours, or ours); gone already is
     /// as good.
     async fn delete_version(&self, epoch: &Epoch, version: i32) -> Result<()> {
-        let node = self.node.as_str();
-        epoch
-            .retry(node, |c| async move {
-                match c.delete(node, Some(version)).await {
-                    Err(zk::Error::NoNode | zk::Error::BadVersion) => Ok(()),
-                    other => other,
-                }
-            })
+        crate::ops::delete_where(epoch, self.node.as_str(), version)
             .await
+            .map(drop)
     }
 
     /// Deletes the member's node if it is one of our sessions' (looking again after a broken
@@ -841,8 +835,8 @@ impl Keeper {
     /// The group's directory as a container with the group's mark, its parents persistent.
     async fn make_group(&self, epoch: &Epoch) -> Result<()> {
         let mark = &RecipeKind::Group.mark();
-        let (group, parent) = (self.group.as_str(), self.group.parent());
-        crate::claim::make_root(epoch, &self.session, group, parent, Make::Container(mark)).await
+        let group = self.group.as_str();
+        crate::ops::ensure_node(epoch, &self.session, group, mark, zk::CreateMode::Container).await
     }
 
     /// Stops keeping: deletes the node if it is ours. A session that is over took the node

@@ -139,6 +139,7 @@ pub mod layout;
 mod lead;
 mod mutex;
 mod nodelay;
+mod ops;
 mod path;
 mod queue;
 mod rwlock;

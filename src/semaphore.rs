@@ -261,7 +261,6 @@ impl ZkSemaphore {
         }
         let ours = self.permits.to_string();
         let root = self.root.as_str();
-        let open = &zk::CreateMode::Persistent.with_acls(self.session.acls());
         let epoch = self.session.epoch().await?;
         // One path, one kind: the root is made (with our count) and marked as a semaphore's.
         let root_path = crate::path::ZkPath::new(root)?;
@@ -269,15 +268,7 @@ impl ZkSemaphore {
         let kind = crate::layout::kind::RecipeKind::Semaphore;
         crate::claim::claim(&epoch, &self.session, &root_path, kind, make).await?;
         loop {
-            let read = epoch
-                .retry(root, |c| async move {
-                    match c.get_data(root).await {
-                        Err(zk::Error::NoNode) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })
-                .await?;
-            match read {
+            match crate::ops::read(&epoch, root).await? {
                 Some((data, stat)) if data.is_empty() => {
                     let ours = ours.as_bytes();
                     let set = epoch
@@ -306,20 +297,8 @@ impl ZkSemaphore {
                     });
                 }
                 None => {
-                    if let Some((parent, _)) = root.rsplit_once('/').filter(|(p, _)| !p.is_empty())
-                    {
-                        epoch
-                            .retry(parent, |c| async move { c.mkdir(parent, open).await })
-                            .await?;
-                    }
-                    let ours = ours.as_bytes();
-                    epoch
-                        .retry(root, |c| async move {
-                            match c.create(root, ours, open).await {
-                                Err(zk::Error::NodeExists) => Ok(()),
-                                other => other.map(|_| ()),
-                            }
-                        })
+                    let (session, persistent) = (&self.session, zk::CreateMode::Persistent);
+                    crate::ops::ensure_node(&epoch, session, root, ours.as_bytes(), persistent)
                         .await?;
                 }
             }

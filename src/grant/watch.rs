@@ -18,6 +18,7 @@ use zookeeper_client as zk;
 
 use super::{LossReason, OnChange};
 use crate::error::{Error, Result};
+use crate::ops::OrMissing;
 use crate::session::Epoch;
 
 /// What Curator's `Revoker.attemptRevoke` writes into a lock node: a request to the holder to
@@ -87,11 +88,7 @@ impl NodeWatch {
         let path = self.path.as_str();
         let read = epoch
             .retry(path, |c| async move {
-                match c.get_and_watch_data(path).await {
-                    Ok(read) => Ok(Some(read)),
-                    Err(zk::Error::NoNode) => Ok(None),
-                    Err(e) => Err(e),
-                }
+                c.get_and_watch_data(path).await.or_missing()
             })
             .await?;
         match read {

@@ -27,8 +27,6 @@
 
 use std::fmt;
 
-use crate::error::RootKind;
-
 /// The prefix of every mark, before the kind's name.
 pub const MARK_PREFIX: &str = "zk-recipes:";
 
@@ -154,6 +152,65 @@ impl RecipeKind {
 impl fmt::Display for RecipeKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.type_name())
+    }
+}
+
+/// What kind of node a recipe root turned out to be, when it cannot serve as one.
+///
+/// ```
+/// assert_eq!(zk_recipes::RootKind::Ephemeral.to_string(), "an ephemeral node");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RootKind {
+    /// An ephemeral node: it cannot have children and dies with its session.
+    Ephemeral,
+    /// The root of another recipe kind (its mark says which): one path serves one kind,
+    /// since each kind's tokens, data and children mean something else (see
+    /// [`layout::kind`](crate::layout::kind)).
+    Taken(RecipeKind),
+    /// A root anchored by an earlier version of the library (an anchor with no mark): a
+    /// `ZkMutex`, `ZkRwLock` or `LeaderElection` root, which those kinds take and other kinds
+    /// refuse.
+    AnchoredBefore,
+    /// A key's directory inside a [`ZkLockSpace`](crate::ZkLockSpace) (its parent is marked as
+    /// the space): only the space locks it, by key.
+    InLockSpace,
+    /// A key's directory in a lock space that carries an anchor: someone took it as another
+    /// kind's root (a `ZkMutex`, or `zkr lock` without `--key`), whose tokens are sequence
+    /// numbers, not zxids. `zkr repair` removes the anchor once nobody holds or waits there.
+    AnchoredKey,
+    /// A path below an ephemeral node, which cannot have children.
+    UnderEphemeral,
+}
+
+impl fmt::Display for RootKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RootKind::Ephemeral => "an ephemeral node",
+            RootKind::Taken(kind) => {
+                return write!(
+                    f,
+                    "the root of a {} (its mark says so); one path serves one recipe kind, so use \
+                     another path for this one",
+                    kind.type_name()
+                )
+            }
+            RootKind::AnchoredBefore => {
+                "a root anchored by an earlier version (a ZkMutex, ZkRwLock or LeaderElection), \
+                 which other kinds do not take: use another path"
+            }
+            RootKind::InLockSpace => {
+                "a key's directory inside a ZkLockSpace (its parent): lock the key through the \
+                 space, ZkLockSpace::lock(key) or `zkr lock SPACE --key KEY`"
+            }
+            RootKind::AnchoredKey => {
+                "a key's directory that was taken as another kind's root (a ZkMutex, or `zkr \
+                 lock` without --key): once nothing uses it so, `zkr repair PATH` removes the \
+                 anchor (it refuses while anyone holds or waits there)"
+            }
+            RootKind::UnderEphemeral => "below an ephemeral node, which cannot have children",
+        })
     }
 }
 

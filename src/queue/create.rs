@@ -631,16 +631,9 @@ impl CreateTask {
         for contender in candidates.into_iter().rev() {
             let path = self.root.child(&contender.name);
             let at = path.as_str();
-            let read = self
-                .epoch
-                .retry(at, |c| async move {
-                    match c.get_data(at).await {
-                        Err(zk::Error::NoNode) => Ok(None),
-                        other => other.map(Some),
-                    }
-                })
-                .await?;
-            let Some((data, stat)) = read else { continue };
+            let Some((data, stat)) = crate::ops::read(&self.epoch, at).await? else {
+                continue;
+            };
             let ours = stat.ephemeral_owner == self.epoch.id()
                 && (self.naming == Naming::Protected || owner::is_record_of(&data, &self.uuid));
             if ours {

@@ -23,6 +23,7 @@ use super::create::Listing;
 use super::{Decision, Queue, Rule, Wait};
 use crate::error::{Error, Result};
 use crate::grant::{Grant, NodeWatch, OnChange, Seen};
+use crate::ops::OrMissing;
 use crate::path::{sorted_contenders, Contender};
 use crate::session::{Epoch, Release};
 
@@ -246,11 +247,10 @@ impl Queue {
                 let (mine, theirs) = tokio::join!(
                     node.arm(epoch),
                     epoch.retry(at, |c| async move {
-                        match c.get_and_watch_children(at).await {
-                            Ok((_, stat, watcher)) => Ok(Some((stat, watcher))),
-                            Err(zk::Error::NoNode) => Ok(None),
-                            Err(e) => Err(e),
-                        }
+                        let listed = c.get_and_watch_children(at).await;
+                        listed
+                            .map(|(_, stat, watcher)| (stat, watcher))
+                            .or_missing()
                     })
                 );
                 if !mine? {
@@ -323,15 +323,7 @@ impl Queue {
             return Ok(Gone::Plainly);
         }
         let root = self.root.as_str();
-        let read = epoch
-            .retry(root, |c| async move {
-                match c.get_data(root).await {
-                    Ok(read) => Ok(Some(read)),
-                    Err(zk::Error::NoNode) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            })
-            .await?;
+        let read = crate::ops::read(epoch, root).await?;
         let head = read.is_some_and(|(data, stat)| {
             data == watched.name.as_bytes()
                 && stat.mzxid > ours
