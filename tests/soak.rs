@@ -17,10 +17,13 @@
 //! (`support/nemesis/schedule.rs`), printed at the start with the seed. Which member a fault's
 //! role names (the leader, the holder's server) is found when it starts.
 //!
-//! It prints the soak tables of docs/reliability.md (`SOAK |...`):
+//! While it runs, a lock without an acknowledged write for [`STALL`] gets `STALL` lines: who
+//! holds it up, and where their sessions are. It prints the soak tables of
+//! docs/reliability.md (`SOAK |...`), the stalls among them, each against the faults that
+//! were on during it:
 //!
 //! ```sh
-//! ZK_SOAK_SECS=600 cargo nextest run -p zk-recipes --test soak --success-output immediate | grep SOAK
+//! ZK_SOAK_SECS=600 cargo nextest run -p zk-recipes --test soak --success-output immediate | grep -E 'SOAK|STALL'
 //! ```
 
 mod support;
@@ -28,15 +31,19 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::bed::report::{print_recipes, recoveries, Row};
+use support::bed::report::{print_recipes, recoveries, stalls, Row, Stall};
 use support::bed::worker::{run_child_worker, CHILD_WORKER_VAR};
-use support::bed::{ensemble_of, Bed, Kind};
+use support::bed::{ensemble_of, Bed, Kind, StallWatch};
 use support::nemesis::schedule::{schedule, Shape};
-use support::nemesis::{self, print_faults, Targets};
+use support::nemesis::{self, print_faults, Injected, Targets};
 use zk_recipes::LossPolicy;
 use zk_testcontainers::scaled;
 
 const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+/// A lock without an acknowledged write for longer than this is a stall: told while it lasts
+/// (`STALL` lines: who holds it up, where their sessions are) and listed at the end against
+/// the faults that were on during it.
+const STALL: Duration = Duration::from_secs(10);
 const KINDS: [Kind; 5] = [
     Kind::Mutex,
     Kind::Keyed,
@@ -194,6 +201,18 @@ async fn soak() {
         connect: all.clone(),
         session_timeout: SESSION_TIMEOUT,
     };
+    let watching = tokio::spawn(
+        StallWatch {
+            ensemble: ensemble.clone(),
+            connect: all.clone(),
+            locks: bed.locks.iter().cloned().zip(KINDS).collect(),
+            sessions: bed.sessions.clone(),
+            history: bed.history.clone(),
+            began,
+            bound: STALL,
+        }
+        .run(bed.stop.subscribe()),
+    );
     let log = nemesis::run(targets, &steps, began + run).await;
     ensemble
         .wait_for_all_serving(scaled(Duration::from_secs(480)))
@@ -208,6 +227,9 @@ async fn soak() {
     );
     let bound = scaled(SESSION_TIMEOUT + Duration::from_secs(30));
     bed.probe(healed_at, bound).await;
+    let stalled = bed
+        .history
+        .read(|e| stalls(e, &bed.locks, began, healed_at, STALL));
 
     let history = bed.history.clone();
     let locks = bed.locks.clone();
@@ -226,6 +248,7 @@ async fn soak() {
             bound,
         )
         .await;
+    watching.await.unwrap();
 
     // The tables.
     let events = history.snapshot();
@@ -255,6 +278,9 @@ async fn soak() {
             "SOAK longest recovery after a heal (until every lock had an acknowledged write; other faults may still have been on): {took}, after: {what}"
         );
     }
+    println!("SOAK");
+    print_stalls(&stalled, &log, began, healed_at);
+    println!("SOAK");
     println!(
         "SOAK after the last heal every lock taken again by a fresh session within {:.1} s",
         report.recovery.unwrap_or_default().as_secs_f64()
@@ -283,5 +309,196 @@ async fn soak() {
     assert!(
         !log.is_empty() || secs < 5,
         "seed {seed}: no fault injected"
+    );
+}
+
+/// A fault in a few words, with its target: `#23 cut member 2 (elect-4's holder's)`.
+fn briefly(i: &Injected) -> String {
+    use nemesis::schedule::Fault;
+    let what = match i.fault {
+        Fault::KillLeader { .. } | Fault::KillFollower { .. } => "kill",
+        Fault::PauseHoldersServer { .. } => "pause",
+        Fault::PartitionHoldersServer { .. } => "cut",
+        Fault::ExpireSession { .. } => "expire the session of",
+        Fault::LoseReply { write: false, .. } => "lose a create reply through",
+        Fault::LoseReply { write: true, .. } => "lose a write reply through",
+        Fault::FreezeClient { .. } => "freeze",
+    };
+    let target = i.target.split(" (to ").next().unwrap_or_default();
+    format!("#{} {what} {target}", i.step)
+}
+
+/// Prints the stalls (`SOAK |...` rows) against the faults that were on during them (started
+/// before a stall ended, healed after it began; a lost reply, armed, at its start). Stalls
+/// that overlap in time are one row (the whole ensemble out stalls every lock at once).
+/// Each row: the locks and how long each stalled, the faults with their spans from the
+/// row's start, whether members were out at once, and the wait after the last heal: from
+/// the last fault healed before a lock's stall ended to its end (the worst of the row's
+/// locks), the recovery a user waits for once the ensemble is whole; "faults still on" when
+/// the lock came back before every fault was over. `end` ends a stall still on at the last
+/// heal.
+fn print_stalls(stalled: &[Stall], log: &[Injected], began: Instant, end: Instant) {
+    println!(
+        "SOAK stalls: {} over {:.0} s (a lock without an acknowledged write), with the faults on during them",
+        stalled.len(),
+        STALL.as_secs_f64()
+    );
+    if stalled.is_empty() {
+        return;
+    }
+    println!("SOAK | began | locks (stalled for) | faults on during it (from its start, s) | members out at once | after the last heal |");
+    println!("SOAK | --- | --- | --- | --- | --- |");
+    // Clusters of stalls overlapping in time (`stalled` is in the order they began).
+    let mut rows: Vec<Vec<&Stall>> = Vec::new();
+    for stall in stalled {
+        let joins = rows.last().is_some_and(|row| {
+            row.iter()
+                .map(|s| s.to.unwrap_or(end))
+                .max()
+                .is_some_and(|to| stall.from < to)
+        });
+        match joins {
+            true => rows.last_mut().unwrap().push(stall),
+            false => rows.push(vec![stall]),
+        }
+    }
+    let on_during = |from: Instant, to: Instant| -> Vec<&Injected> {
+        log.iter()
+            .filter(|i| i.started < to && i.healed.unwrap_or(i.started) >= from)
+            .collect()
+    };
+    // The worst wait after the last heal: of any stall, and of one with one member out at a
+    // time at most.
+    let mut worst: [Option<(Duration, String)>; 2] = [None, None];
+    for row in rows {
+        let from = row.iter().map(|s| s.from).min().unwrap();
+        let to = row.iter().map(|s| s.to.unwrap_or(end)).max().unwrap();
+        let on = on_during(from, to);
+        let at = |t: Instant| match t.checked_duration_since(from) {
+            Some(d) => format!("+{:.1}", d.as_secs_f64()),
+            None => format!("-{:.1}", (from - t).as_secs_f64()),
+        };
+        let faults: Vec<String> = on
+            .iter()
+            .map(|i| match i.healed {
+                Some(h) if h > i.started => {
+                    format!("{} [{}..{}]", briefly(i), at(i.started), at(h))
+                }
+                _ => format!("{} [{}]", briefly(i), at(i.started)),
+            })
+            .collect();
+        // The most members out at once: at each member fault's start, those out then.
+        let members: Vec<&Injected> = on
+            .iter()
+            .copied()
+            .filter(|i| i.fault.hits_a_member())
+            .collect();
+        let most = members
+            .iter()
+            .map(|a| {
+                members
+                    .iter()
+                    .filter(|b| b.started <= a.started && b.healed.is_none_or(|h| h > a.started))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        let mut after = Vec::new();
+        for stall in &row {
+            let Some(back) = stall.to else {
+                after.push((None, stall));
+                continue;
+            };
+            let healed = on_during(stall.from, back)
+                .iter()
+                .filter_map(|i| i.healed)
+                .filter(|h| *h <= back)
+                .max();
+            let still = on_during(stall.from, back)
+                .iter()
+                .any(|i| i.healed.is_some_and(|h| h > back));
+            after.push((healed.map(|h| (back - h, still)), stall));
+        }
+        let locks: Vec<String> = row
+            .iter()
+            .map(|s| format!("{} {:.1} s", s.lock, s.length(end).as_secs_f64()))
+            .collect();
+        let waited = after
+            .iter()
+            .filter_map(|(a, s)| a.map(|(d, still)| (d, still, s)))
+            .max_by_key(|(d, _, _)| *d);
+        let after = match (after.iter().any(|(a, _)| a.is_none()), waited) {
+            (true, _) => "still stalled at the last heal".to_owned(),
+            (false, None) => "no fault healed during it".to_owned(),
+            (false, Some((d, still, stall))) => {
+                let what = format!("{} after {}", stall.lock, faults.join(", "));
+                for (k, slot) in worst.iter_mut().enumerate() {
+                    if (k == 0 || most <= 1) && slot.as_ref().is_none_or(|(w, _)| d > *w) {
+                        *slot = Some((d, what.clone()));
+                    }
+                }
+                let still = if still { " (faults still on)" } else { "" };
+                format!("{:.1} s{still}", d.as_secs_f64())
+            }
+        };
+        println!(
+            "SOAK | +{:.1} s | {} | {} | {most} | {after} |",
+            from.duration_since(began).as_secs_f64(),
+            locks.join(", "),
+            match faults.is_empty() {
+                true => "none".to_owned(),
+                false => faults.join(", "),
+            },
+        );
+    }
+    let [any, single] = worst;
+    for (label, worst) in [
+        ("any stall", any),
+        ("a stall with one member out at a time at most", single),
+    ] {
+        if let Some((took, what)) = worst {
+            println!(
+                "SOAK longest wait after the last heal, {label}: {:.1} s ({what})",
+                took.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// A stall runs from a lock's last acknowledged accepted write to its next one (refused and
+/// unanswered writes do not end it); one still on at the end of the window ends `None`.
+#[test]
+fn stalls_are_the_gaps_between_acknowledged_writes() {
+    use support::history::{Events, Outcome, Write};
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let write = |lock: &str, done: u64, outcome: Outcome| Write {
+        lock: lock.into(),
+        token: 1,
+        session: 1,
+        worker: "w".into(),
+        op: format!("{lock}-{done}"),
+        believed_held: true,
+        sent: Some(at(done)),
+        done: Some(at(done)),
+        outcome,
+    };
+    let mut e = Events::default();
+    for s in [1, 2, 20, 21] {
+        e.writes.push(write("a", s, Outcome::Accepted));
+    }
+    e.writes
+        .push(write("a", 10, Outcome::Refused("lost".into())));
+    e.writes.push(write("b", 3, Outcome::Accepted));
+    let locks = ["a".to_owned(), "b".to_owned()];
+    let found = stalls(&e, &locks, at(0), at(30), Duration::from_secs(10));
+    let seen: Vec<(&str, Instant, Option<Instant>)> = found
+        .iter()
+        .map(|s| (s.lock.as_str(), s.from, s.to))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("a", at(2), Some(at(20))), ("b", at(3), None)],
+        "{found:?}"
     );
 }

@@ -336,7 +336,7 @@ impl<'e> Bed<'e> {
                 .await;
                 let acquired_at = match acquired {
                     Err(_) => {
-                        who_holds(&connect, &lock, kind, &sessions, &history).await;
+                        who_holds("STUCK", &connect, &lock, kind, &sessions, &history, None).await;
                         None
                     }
                     Ok((session, guard, at)) => {
@@ -598,31 +598,55 @@ pub async fn start_every_member(ensemble: &ZkEnsemble) {
     ensemble.start_again().await.unwrap();
 }
 
-/// Prints what holds `lock` up, for a probe that did not get it: the contender nodes with
-/// their owners (the bed's session by name, when it is one) and each owner's last grant and
-/// release in the history.
-async fn who_holds(
+/// Prints what holds `lock` up (`label` first on every line: `STUCK` for a probe that did not
+/// get it, `STALL` while the soak runs): the contender nodes in queue order with their owners
+/// (the bed's session by name, when it is one), the member serving each owner's session (with
+/// `ensemble`: the servers' `cons`), each owner's last grant and release in the history, and
+/// the client-side state of the sessions involved (every bed session for `STUCK`).
+pub async fn who_holds(
+    label: &str,
     connect: &str,
     lock: &str,
     kind: Kind,
     sessions: &[(String, Session)],
     history: &History,
+    ensemble: Option<&Arc<ZkEnsemble>>,
 ) {
     let Ok(Ok(raw)) =
         tokio::time::timeout(Duration::from_secs(10), zkc::Client::connect(connect)).await
     else {
-        println!("STUCK {lock}: no client to look with");
+        println!("{label} {lock}: no client to look with");
         return;
     };
     let names: Vec<(String, Option<i64>)> = sessions
         .iter()
         .map(|(name, s)| (name.clone(), s.session_id()))
         .collect();
+    // Each member's connections, read once (at the same time: a frozen member answers only
+    // at its four-letter word's timeout).
+    let mut cons: Vec<Option<String>> = Vec::new();
+    if let Some(e) = ensemble {
+        let mut reads = tokio::task::JoinSet::new();
+        for i in 0..e.len() {
+            let e = e.clone();
+            reads.spawn(async move { (i, e.member(i).four_letter("cons").await.ok()) });
+        }
+        cons = vec![None; e.len()];
+        while let Some(Ok((i, read))) = reads.join_next().await {
+            cons[i] = read;
+        }
+    }
+    let mut involved = Vec::new();
     for dir in kind.node_dirs(&lock_root(lock)) {
-        let mut children = match raw.list_children(&dir).await {
-            Ok(children) => children,
-            Err(err) => {
-                println!("STUCK {lock}: listing {dir}: {err}");
+        let listing = tokio::time::timeout(Duration::from_secs(10), raw.list_children(&dir));
+        let mut children = match listing.await {
+            Ok(Ok(children)) => children,
+            Ok(Err(err)) => {
+                println!("{label} {lock}: listing {dir}: {err}");
+                continue;
+            }
+            Err(_) => {
+                println!("{label} {lock}: listing {dir}: no answer within 10 s");
                 continue;
             }
         };
@@ -633,10 +657,32 @@ async fn who_holds(
                 Ok(Some(stat)) => stat.ephemeral_owner,
                 _ => 0,
             };
+            // A bed session by name, else a child process's (or an earlier session's) by its
+            // grants in the history.
             let name = names
                 .iter()
                 .find(|(_, id)| *id == Some(owner))
-                .map_or("(not a bed session)", |(n, _)| n.as_str());
+                .map(|(n, _)| n.clone())
+                .or_else(|| {
+                    history.read(|e| {
+                        e.grants
+                            .iter()
+                            .rev()
+                            .find(|g| g.session == owner)
+                            .map(|g| g.worker.clone())
+                    })
+                });
+            let name = name.as_deref().unwrap_or("(not a bed session)");
+            involved.push(name.to_owned());
+            let needle = format!("sid={owner:#x}");
+            let served = match cons
+                .iter()
+                .position(|c| c.as_ref().is_some_and(|c| c.contains(&needle)))
+            {
+                _ if ensemble.is_none() || owner == 0 => String::new(),
+                Some(i) => format!(", served by member {i}"),
+                None => ", served by no member that answers".to_owned(),
+            };
             let last = history.read(|e| {
                 let grant = e
                     .grants
@@ -654,14 +700,78 @@ async fn who_holds(
                     release.map(|r| (r.token, r.at.map(|a| a.elapsed()), r.how.clone()))
                 )
             });
-            println!("STUCK {lock}: {path} owner {owner:#x} = {name}: {last}");
+            println!("{label} {lock}: {path} owner {owner:#x} = {name}{served}: {last}");
         }
     }
+    let contender = format!("{lock}-");
     for (name, s) in sessions {
-        println!(
-            "STUCK session {name}: {:?} id {:?}",
-            s.state(),
-            s.session_id().map(|i| format!("{i:#x}"))
-        );
+        let mine = name.starts_with(&contender) || involved.contains(name);
+        if label == "STUCK" || mine {
+            println!(
+                "{label} session {name}: {:?} id {:?}",
+                s.state(),
+                s.session_id().map(|i| format!("{i:#x}"))
+            );
+        }
+    }
+}
+
+/// What [`StallWatch::run`] looks at.
+pub struct StallWatch {
+    pub ensemble: Arc<ZkEnsemble>,
+    /// Every member, in the bed's chroot.
+    pub connect: String,
+    pub locks: Vec<(String, Kind)>,
+    pub sessions: Vec<(String, Session)>,
+    pub history: Arc<History>,
+    /// When the nemesis began (the lines say when a stall began from it).
+    pub began: Instant,
+    pub bound: Duration,
+}
+
+impl StallWatch {
+    /// While the soak runs (until `stop`): every second, any lock that has had no accepted
+    /// write acknowledged for `bound` (and again at each further multiple of it) gets its
+    /// `STALL` lines: how long, and [`who_holds`] it up right then.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let w = self;
+        // Per lock: the last acknowledged write seen, and how many bounds of its stall were
+        // told.
+        let mut told: Vec<(Instant, u32)> = vec![(w.began, 0); w.locks.len()];
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            for (i, (lock, kind)) in w.locks.iter().enumerate() {
+                let last = w.history.read(|e| {
+                    e.writes
+                        .iter()
+                        .filter(|x| &x.lock == lock && x.outcome == Outcome::Accepted)
+                        .filter_map(|x| x.done)
+                        .max()
+                });
+                let last = last.unwrap_or(w.began).max(w.began);
+                if last > told[i].0 {
+                    told[i] = (last, 0);
+                }
+                let quiet = last.elapsed();
+                let n = (quiet.as_secs_f64() / w.bound.as_secs_f64()) as u32;
+                if n > told[i].1 {
+                    told[i].1 = n;
+                    println!(
+                        "STALL {lock}: no acknowledged write for {:.1} s (since +{:.1} s of the nemesis)",
+                        quiet.as_secs_f64(),
+                        last.duration_since(w.began).as_secs_f64()
+                    );
+                    let (connect, sessions) = (&w.connect, &w.sessions);
+                    let ensemble = Some(&w.ensemble);
+                    who_holds(
+                        "STALL", connect, lock, *kind, sessions, &w.history, ensemble,
+                    )
+                    .await;
+                }
+            }
+        }
     }
 }

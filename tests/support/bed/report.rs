@@ -146,3 +146,66 @@ pub fn recoveries(
         })
         .collect()
 }
+
+/// A stretch in which a lock had no accepted write acknowledged for longer than a bound:
+/// from its last acknowledged write before (or the start of the window) to the next one
+/// (`None`: none before the end of the window).
+#[derive(Clone, Debug)]
+pub struct Stall {
+    pub lock: String,
+    pub from: Instant,
+    pub to: Option<Instant>,
+}
+
+impl Stall {
+    /// How long it lasted (until `end` if it never ended).
+    pub fn length(&self, end: Instant) -> Duration {
+        self.to.unwrap_or(end).saturating_duration_since(self.from)
+    }
+}
+
+/// The stalls longer than `bound` of each lock that began in the window `[since, until)`, in
+/// the order they began; one still on at the last write recorded ends `None` (counted to
+/// `until`).
+pub fn stalls(
+    e: &Events,
+    locks: &[String],
+    since: Instant,
+    until: Instant,
+    bound: Duration,
+) -> Vec<Stall> {
+    let mut found = Vec::new();
+    for lock in locks {
+        let mut acks: Vec<Instant> = e
+            .writes
+            .iter()
+            .filter(|w| &w.lock == lock && w.outcome == Outcome::Accepted)
+            .filter_map(|w| w.done)
+            .filter(|d| *d > since)
+            .collect();
+        acks.sort();
+        let mut last = since;
+        for ack in acks {
+            if last >= until {
+                break;
+            }
+            if ack - last > bound {
+                found.push(Stall {
+                    lock: lock.clone(),
+                    from: last,
+                    to: Some(ack),
+                });
+            }
+            last = ack;
+        }
+        if last < until && until - last > bound {
+            found.push(Stall {
+                lock: lock.clone(),
+                from: last,
+                to: None,
+            });
+        }
+    }
+    found.sort_by_key(|s| s.from);
+    found
+}
