@@ -46,6 +46,7 @@ impl Report {
             .map(|v| {
                 let spread = Spread::of(v.per_round.iter().copied());
                 let target = json!({
+                    "issues": v.target.issues,
                     "wanted": v.wanted(),
                     "ratio_of_medians": v.value,
                     "met": v.met(),

@@ -61,7 +61,6 @@ pub struct Target {
     pub on: On,
     pub rule: Rule,
     /// The issues that set it (the first asked for it; a later one restated it).
-    #[allow(dead_code)] // data only until the report prints it
     pub issues: &'static [u32],
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::args::{Peer, Workload};
+use crate::args::Peer;
 
 use super::lines::LINES;
 use super::metrics::{Figure, Metric, FLOOR};
@@ -12,9 +12,9 @@ use super::once::{OnceSection, LEFT, MEMORY};
 use super::sections::{Section, SECTIONS};
 use super::Report;
 
-/// The table's column widths: the workload's label, the metric's, a library's cell.
+/// The table's column widths: the workload's label, a library's cell (the metric's column is
+/// as wide as its longest label, `metric_width`).
 const LABEL: usize = 22;
-const METRIC: usize = 17;
 const CELL: usize = 20;
 
 /// Where the floor's line wraps.
@@ -41,7 +41,8 @@ impl Report {
         self.floor_lines(&mut t);
         let _ = writeln!(t);
 
-        let _ = write!(t, "{:<LABEL$} {:<METRIC$}", "workload", "metric");
+        let metric = metric_width();
+        let _ = write!(t, "{:<LABEL$} {:<metric$}", "workload", "metric");
         for peer in Peer::ALL {
             let _ = write!(t, " {:>CELL$}", peer.title());
         }
@@ -49,7 +50,7 @@ impl Report {
         let _ = writeln!(
             t,
             "{}",
-            "-".repeat(LABEL + 1 + METRIC + (CELL + 1) * Peer::ALL.len())
+            "-".repeat(LABEL + 1 + metric + (CELL + 1) * Peer::ALL.len())
         );
         for section in SECTIONS {
             if self.args.runs_workload(section.workload) {
@@ -116,11 +117,7 @@ impl Report {
 
     /// A cell of the table: the median and spread, or why there is none.
     fn cell(&self, section: &Section, metric: &'static Metric, peer: Peer) -> String {
-        // As the hand-written renderer had it: a lock or fresh-keys section's absent library
-        // said "not measured" only when it ran at all.
-        let as_before = self.measured(peer)
-            || matches!(section.workload, Workload::Handover | Workload::Waiters);
-        if let Some(why) = section.absent(metric, peer).filter(|_| as_before) {
+        if let Some(why) = section.absent(metric, peer) {
             return why.into();
         }
         let figure = section.figure(peer, metric);
@@ -138,39 +135,68 @@ impl Report {
             "targets (ratio of the medians over {} round(s); each round's own ratio in brackets):",
             self.rounds.len()
         );
-        for v in self.verdicts() {
-            let verdict = match v.met() {
-                Some(true) => "met",
-                Some(false) => "MISSED",
-                None => "not measured",
-            };
-            let rounds = match v.unit() {
-                None => {
-                    let rounds: Vec<String> = v
-                        .per_round
-                        .iter()
-                        .map(|r| r.map_or("-".into(), |r| format!("{r:.2}")))
-                        .collect();
-                    format!("[{}]", rounds.join(" "))
-                }
-                Some(_) => "(once per run)".to_owned(),
-            };
+        let rows: Vec<[String; 6]> = self
+            .verdicts()
+            .into_iter()
+            .map(|v| {
+                let verdict = match v.met() {
+                    Some(true) => "met",
+                    Some(false) => "MISSED",
+                    None => "not measured",
+                };
+                let rounds = match v.unit() {
+                    None => {
+                        let rounds: Vec<String> = v
+                            .per_round
+                            .iter()
+                            .map(|r| r.map_or("-".into(), |r| format!("{r:.2}")))
+                            .collect();
+                        format!("[{}]", rounds.join(" "))
+                    }
+                    Some(_) => "(once per run)".to_owned(),
+                };
+                let issues: Vec<String> = v.target.issues.iter().map(|i| format!("#{i}")).collect();
+                [
+                    v.name.clone(),
+                    v.value.map_or("-".into(), |r| v.show(r)),
+                    rounds,
+                    format!("wanted {}", v.wanted()),
+                    verdict.to_owned(),
+                    format!("({})", issues.join(", ")),
+                ]
+            })
+            .collect();
+        let width = |c: usize| rows.iter().map(|r| r[c].len()).max().unwrap_or(0);
+        let (name, value, rounds, wanted, verdict) = (
+            width(0).max(44),
+            width(1).max(7),
+            width(2),
+            width(3),
+            width(4),
+        );
+        for [n, v, r, w, m, i] in &rows {
             let _ = writeln!(
                 t,
-                "  {:<44} {:>7}  {}  wanted {}  {}",
-                v.name,
-                v.value.map_or("-".into(), |r| v.show(r)),
-                rounds,
-                v.wanted(),
-                verdict
+                "  {n:<name$} {v:>value$}  {r:<rounds$}  {w:<wanted$}  {m:<verdict$}  {i}"
             );
         }
     }
 }
 
+/// The metric column's width: its longest label.
+fn metric_width() -> usize {
+    let sections = SECTIONS
+        .iter()
+        .flat_map(|s| s.metrics.iter().map(|m| m.label));
+    let once = LEFT.rows.iter().map(|r| r.label);
+    let once = once.chain(MEMORY.rows.iter().map(|r| r.label));
+    sections.chain(once).map(str::len).max().unwrap_or(0)
+}
+
 /// A row of the table: the workload's label, the metric's, then a cell per library.
 fn row(t: &mut String, label: &str, metric: &str, cells: [String; 3]) {
-    let _ = write!(t, "{label:<LABEL$} {metric:<METRIC$}");
+    let width = metric_width();
+    let _ = write!(t, "{label:<LABEL$} {metric:<width$}");
     for c in cells {
         let _ = write!(t, " {c:>CELL$}");
     }
