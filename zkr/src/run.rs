@@ -461,6 +461,12 @@ async fn supervise(
     let mut lost = None;
     let mut kill_at: Option<Instant> = None;
     let mut feed = tokio::time::interval(watchdog::FEED_EVERY);
+    // One `lost()` for the whole loop, never made again: after it sees the node deleted it
+    // waits a while to tell a deletion from the session's end, and a call dropped in that
+    // wait starts over, so a loop that made a new one at every feed (100 ms) never saw a
+    // deleted node.
+    let gone = grant.lost();
+    tokio::pin!(gone);
     let status = loop {
         tokio::select! {
             status = running.wait() => break status,
@@ -470,7 +476,7 @@ async fn supervise(
                     watchdog.feed(watchdog::boottime() + left.as_nanos() as u64);
                 }
             }
-            reason = grant.lost(), if lost.is_none() => {
+            reason = &mut gone, if lost.is_none() => {
                 lost = Some(reason);
                 kill_at = Some(Instant::now() + grace);
                 out.event(
