@@ -173,11 +173,11 @@ fn busy(path: &str, contenders: &[&Occupant]) -> Failure {
     Failure::new(
         exit::BUSY,
         format!(
-            "{path} is in use: {} hold or wait there: {}; nothing touched: run repair again once \
-             they are gone (their commands end, or their sessions do)",
+            "{path} is in use: {} there: {}; nothing touched: run repair again once they are \
+             gone (their commands end, or their sessions do)",
             match contenders.len() {
-                1 => "1 contender".to_owned(),
-                n => format!("{n} contenders"),
+                1 => "1 contender holds or waits".to_owned(),
+                n => format!("{n} contenders hold or wait"),
             },
             list.join(", ")
         ),
@@ -572,7 +572,7 @@ mod tests {
         assert_eq!(failure.code, exit::BUSY);
         assert!(
             failure.message.contains(
-                "1 contender hold or wait there: lock-0000000003 (owner cron/7, session 0x1234)"
+                "1 contender holds or waits there: lock-0000000003 (owner cron/7, session 0x1234)"
             ),
             "{}",
             failure.message

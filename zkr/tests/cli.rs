@@ -1270,6 +1270,593 @@ async fn watch_prints_again_on_every_change() {
     session.close().await;
 }
 
+/// Every line of a `--json` zkr's stderr: one object with an `event` each.
+fn json_lines(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            assert!(v["event"].is_string(), "no event: {l}");
+            v
+        })
+        .collect()
+}
+
+/// A contender node of an earlier ZkMutex (or `zkr lock`): ephemeral, sequential, with an
+/// owner record, made by a raw client.
+async fn raw_contender(client: &zkc::Client, root: &str, name: &str, owner: &str) -> String {
+    let data = format!("id=0f8fad5b-d9cb-469f-a165-70867728950e\nowner={owner}\n");
+    let (_, sequence) = client
+        .create(
+            &format!("{root}/{name}"),
+            data.as_bytes(),
+            &zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    format!("{name}{sequence}")
+}
+
+/// The issue's slip: `zkr lock /shop/orders/order-1 -- CMD` (`--key` forgotten) with an
+/// earlier version anchored the key's directory; every keyed worker then refuses the key.
+/// `inspect` flags it with the fix, `repair` refuses while someone is there (naming them) and
+/// refuses what is no anchored key (a lock space, a ZkMutex root in a plain directory), makes
+/// no change with `--dry-run`, and repairs; keyed workers lock order-1 again. An unmarked space
+/// of an earlier version is told by its key in use.
+#[tokio::test]
+async fn repair_removes_an_anchored_key_and_nothing_else() {
+    let zk = Zk::start("cli-repair").await;
+    let raw = zk.raw().await;
+    let session = zk.session().await;
+    let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    // A lock space in use (this version marks it), and the slip in its key order-1.
+    let space = ZkLockSpace::new(&session, "/shop/orders").unwrap();
+    let other_key = space.lock("order-2").await.unwrap();
+    raw.create("/shop/orders/order-1", &[], &open)
+        .await
+        .unwrap();
+    let anchor = "/shop/orders/order-1/~zk-recipes-anchor";
+    raw.create(anchor, &[], &open).await.unwrap();
+    match space.try_lock("order-1").await {
+        Err(zk_recipes::Error::UnsuitableRoot { kind, .. }) => {
+            assert_eq!(kind, zk_recipes::RootKind::AnchoredKey)
+        }
+        other => panic!("the keyed lock took an anchored key: {other:?}"),
+    }
+
+    // inspect flags it, with the one command that removes it.
+    let ran = run(zkr(&zk.connect, &["inspect", "/shop/orders", "--json"]), 30).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let q = queue(&report, "/shop/orders/order-1");
+    assert_eq!(q["kind"], "idle");
+    assert_eq!(q["lock_space"], "/shop/orders");
+    assert_eq!(q["mark"], "", "an earlier version's anchor: no mark");
+    assert_eq!(warning_kinds(q), ["anchored-key"]);
+    assert_eq!(
+        q["warnings"][0]["message"],
+        "key order-1: anchored as a ZkMutex root (`zkr lock` without --key?): ZkLockSpace \
+         workers refuse it; fix: zkr repair /shop/orders/order-1"
+    );
+    let q = queue(&report, "/shop/orders/order-2");
+    assert_eq!(q["kind"], "keyed-lock");
+    assert_eq!(warning_kinds(q), Vec::<&str>::new());
+    let table = run(zkr(&zk.connect, &["inspect", "/shop/orders"]), 30).await;
+    println!("zkr inspect /shop/orders\n{}", table.stdout);
+    assert!(
+        table.stdout.contains("! anchored-key: key order-1"),
+        "{}",
+        table.stdout
+    );
+
+    // Someone holds there (an earlier ZkMutex's node): refused, naming them; nothing touched.
+    let squatter = zkc::Client::connect(&zk.connect).await.unwrap();
+    let node = raw_contender(&squatter, "/shop/orders/order-1", "lock-", "cron@db-1/77").await;
+    let sid = format!("{:#x}", squatter.session_id().0);
+    let busy = run(zkr(&zk.connect, &["repair", "/shop/orders/order-1"]), 30).await;
+    assert_eq!(busy.code, 75, "{}", busy.stderr);
+    println!("zkr repair (busy): {}", busy.stderr);
+    for part in [
+        node.as_str(),
+        "cron@db-1/77",
+        sid.as_str(),
+        "nothing touched",
+    ] {
+        assert!(
+            busy.stderr.contains(part),
+            "{part:?} not in {}",
+            busy.stderr
+        );
+    }
+    let busy = run(
+        zkr(&zk.connect, &["repair", "/shop/orders/order-1", "--json"]),
+        30,
+    )
+    .await;
+    assert_eq!(busy.code, 75);
+    let lines = json_lines(&busy.stderr);
+    assert_eq!(lines.len(), 1, "{}", busy.stderr);
+    assert_eq!(
+        (lines[0]["event"].as_str(), lines[0]["reason"].as_str()),
+        (Some("refused"), Some("busy"))
+    );
+    assert_eq!(
+        lines[0]["contenders"],
+        serde_json::json!([{"node": node, "owner": "cron@db-1/77", "session": sid}])
+    );
+    assert!(
+        raw.check_stat(anchor).await.unwrap().is_some(),
+        "the anchor went"
+    );
+    drop(squatter);
+    wait_children(&raw, "/shop/orders/order-1", 0).await;
+
+    // What is no anchored key is refused, untouched: the space itself, a ZkMutex root in a
+    // plain directory (its sequence is its tokens), a path without an anchor.
+    let mutex = ZkMutex::new(&session, "/jobs/nightly").unwrap();
+    mutex.lock().await.unwrap().release().await.unwrap();
+    ZkMutex::new(&session, "/jobs/hourly")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for (path, code, message) in [
+        ("/shop/orders", 70, "a lock space itself"),
+        (
+            "/jobs/nightly",
+            70,
+            "cannot be told from a plain directory of ZkMutex roots",
+        ),
+        ("/shop/orders/order-2", 70, "carries no ~zk-recipes-anchor"),
+        ("/shop/nothing", 66, "no such node"),
+    ] {
+        let ran = run(zkr(&zk.connect, &["repair", path]), 30).await;
+        assert_eq!(ran.code, code, "{path}: {}", ran.stderr);
+        assert!(ran.stderr.contains(message), "{path}: {}", ran.stderr);
+    }
+    assert!(raw
+        .check_stat("/jobs/nightly/~zk-recipes-anchor")
+        .await
+        .unwrap()
+        .is_some());
+
+    // --dry-run says what it would do and does nothing; then the repair.
+    let dry = run(
+        zkr(
+            &zk.connect,
+            &["repair", "/shop/orders/order-1", "--dry-run"],
+        ),
+        30,
+    )
+    .await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout.starts_with("would repair /shop/orders/order-1"),
+        "{}",
+        dry.stdout
+    );
+    assert!(raw.check_stat(anchor).await.unwrap().is_some());
+    let done = run(zkr(&zk.connect, &["repair", "/shop/orders/order-1"]), 30).await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    println!("zkr repair: {}", done.stdout);
+    assert!(
+        done.stdout.starts_with("repaired /shop/orders/order-1"),
+        "{}",
+        done.stdout
+    );
+    assert_eq!(raw.check_stat("/shop/orders/order-1").await.unwrap(), None);
+    // Keyed workers lock order-1 again: a zxid token, a container directory.
+    let guard = space.lock("order-1").await.unwrap();
+    let stat = raw.check_stat(guard.path()).await.unwrap().unwrap();
+    assert_eq!(guard.token().as_u64(), stat.czxid as u64);
+    guard.release().await.unwrap();
+
+    // A space of an earlier version carries no mark: told by its key in use.
+    raw.create("/old", &[], &open).await.unwrap();
+    raw.create("/old/k2", &[], &open).await.unwrap();
+    let worker = zkc::Client::connect(&zk.connect).await.unwrap();
+    raw_contender(
+        &worker,
+        "/old/k2",
+        "_c_4e8b4b4a-0c49-4b0f-9d8a-5d5e1b1f9c11-lock-",
+        "w/1",
+    )
+    .await;
+    raw.create("/old/k1", &[], &open).await.unwrap();
+    raw.create("/old/k1/~zk-recipes-anchor", &[], &open)
+        .await
+        .unwrap();
+    let ran = run(zkr(&zk.connect, &["repair", "/old/k1", "--json"]), 30).await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let v: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(
+        (
+            v["event"].as_str(),
+            v["space"].as_str(),
+            v["space_key_in_use"].as_str()
+        ),
+        (Some("repaired"), Some("key-in-use"), Some("k2"))
+    );
+    assert_eq!(raw.check_stat("/old/k1").await.unwrap(), None);
+    other_key.release().await.unwrap();
+    session.close().await;
+}
+
+/// The hot lock of issue 22: a ZkMutex root with 20,000 waiters, more than `--max-nodes`'
+/// default. The anchor is read by path, so the root is a mutex with sequence tokens however
+/// the listing is cut (the default, and a cut to 30), and the report says what was cut.
+#[tokio::test]
+async fn inspect_reads_a_hot_lock_right_through_a_cut_listing() {
+    const WAITERS: usize = 20_000;
+    const BURST: usize = 1_000;
+    let zk = Zk::start("cli-hot").await;
+    let session = zk.session().await;
+    let holder = ZkMutex::new(&session, "/hot")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    // The waiters: ephemeral `lock-N` nodes with owner records, in pipelined bursts.
+    let started = Instant::now();
+    let raw = zk.raw().await;
+    let data = b"id=0f8fad5b-d9cb-469f-a165-70867728950e\nowner=hot-waiter\n";
+    let mode = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
+    for _ in 0..WAITERS / BURST {
+        let burst: Vec<_> = (0..BURST)
+            .map(|_| raw.create("/hot/lock-", data, &mode))
+            .collect();
+        for create in burst {
+            create.await.unwrap();
+        }
+    }
+    println!("{WAITERS} waiters made in {:?}", started.elapsed());
+    for max_nodes in [None, Some("30")] {
+        let mut args = vec!["inspect", "/hot", "--json", "--no-sessions"];
+        if let Some(n) = max_nodes {
+            args.extend(["--max-nodes", n]);
+        }
+        let ran = run(zkr(&zk.connect, &args), 120).await;
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+        let q = queue(&report, "/hot");
+        assert_eq!(
+            (
+                q["kind"].as_str(),
+                q["tokens"].as_str(),
+                q["marked_as"].as_str()
+            ),
+            (Some("mutex"), Some("sequence"), Some("ZkMutex")),
+            "{max_nodes:?}"
+        );
+        let shown = max_nodes.map_or(20_000, |n| n.parse().unwrap());
+        assert_eq!(
+            q["cut"],
+            serde_json::json!({"shown": shown, "of": WAITERS + 1}),
+            "{max_nodes:?}"
+        );
+        let tokens: Vec<u64> = column(q, "token")
+            .iter()
+            .map(|t| t.as_u64().unwrap())
+            .collect();
+        assert_eq!(tokens.len(), shown);
+        assert_eq!(tokens[0], holder.token().as_u64(), "the holder first");
+        assert!(
+            tokens.windows(2).all(|w| w[1] == w[0] + 1),
+            "sequence tokens, in queue order"
+        );
+        assert_eq!(
+            strs(&column(q, "role"))[..2],
+            [Some("holder"), Some("waiter")]
+        );
+        assert_eq!(report["truncated"], true);
+    }
+    let table = run(
+        zkr(
+            &zk.connect,
+            &["inspect", "/hot", "--max-nodes", "5", "--no-sessions"],
+        ),
+        60,
+    )
+    .await;
+    println!("zkr inspect /hot --max-nodes 5\n{}", table.stdout);
+    assert!(
+        table.stdout.contains("… cut: 5 of 20,001 children read (--max-nodes); the head of the queue is shown, 19,996 more not read"),
+        "{}",
+        table.stdout
+    );
+    assert!(table
+        .stdout
+        .contains("/hot  mutex (zk-recipes)  marked ZkMutex  tokens: sequence"));
+    holder.release().await.unwrap();
+    session.close().await;
+}
+
+/// A holder whose zkr is frozen (SIGSTOP) goes silent on its server: `inspect` shows the time
+/// since its session was last heard from against its timeout, and past half of it the
+/// `session-silent` warning; a healthy holder beside it never gets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_sees_a_silent_holder() {
+    let zk = Zk::start("cli-silent").await;
+    let holder = |path: &str| {
+        let args = [
+            "lock",
+            path,
+            "--session-timeout",
+            "8s",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 600",
+        ];
+        Running::spawn(zkr(&zk.connect, &args))
+    };
+    let mut frozen = holder("/silent");
+    let mut healthy = holder("/healthy");
+    frozen.stdout.next("the frozen one's CMD", 30).await;
+    healthy.stdout.next("the healthy one's CMD", 30).await;
+    let inspect = || async {
+        let ran = run(
+            zkr(&zk.connect, &["inspect", "/", "--recursive", "--json"]),
+            30,
+        )
+        .await;
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        serde_json::from_str::<Value>(&ran.stdout).unwrap()
+    };
+    let before = inspect().await;
+    for path in ["/silent", "/healthy"] {
+        let q = queue(&before, path);
+        assert_eq!(
+            column(q, "session_timeout_ms")[0].as_i64(),
+            Some(8000),
+            "{q:#}"
+        );
+        assert!(column(q, "silent_ms")[0].as_i64().unwrap() < 4000, "{q:#}");
+        assert_eq!(warning_kinds(q), Vec::<&str>::new(), "{path}");
+    }
+    frozen.signal(libc::SIGSTOP);
+    let stopped = Instant::now();
+    // Silence grows with time, not with any event: inspect again until it passes half the
+    // timeout, which must happen before the session expires (8 s of silence).
+    let report = within("the frozen holder to show as silent", 30, async {
+        loop {
+            let report = inspect().await;
+            let healthy_q = queue(&report, "/healthy");
+            let silent = column(healthy_q, "silent_ms")[0].as_i64().unwrap();
+            assert!(silent < 4000, "the healthy holder silent for {silent} ms");
+            assert_eq!(warning_kinds(healthy_q), Vec::<&str>::new());
+            let q = report["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["path"] == "/silent")
+                .unwrap_or_else(|| {
+                    panic!(
+                        "/silent's holder went first ({:?} after SIGSTOP)",
+                        stopped.elapsed()
+                    )
+                });
+            let silent = column(q, "silent_ms")[0].as_i64().unwrap();
+            if silent > 4000 {
+                return report;
+            }
+            assert_eq!(warning_kinds(q), Vec::<&str>::new(), "{silent} ms");
+        }
+    })
+    .await;
+    let q = queue(&report, "/silent");
+    assert_eq!(warning_kinds(q), ["session-silent"]);
+    let message = q["warnings"][0]["message"].as_str().unwrap();
+    assert!(message.starts_with("no ping for "), "{message}");
+    assert!(
+        message.contains(" of an 8 s session: frozen or cut off?"),
+        "{message}"
+    );
+    let table = run(zkr(&zk.connect, &["inspect", "/silent"]), 30).await;
+    println!("zkr inspect /silent\n{}", table.stdout);
+    // Resumed inside its session, the frozen zkr holds on; SIGINT ends it (and its CMD, if the
+    // watchdog has not ended that already).
+    frozen.signal(libc::SIGCONT);
+    frozen.signal(libc::SIGINT);
+    let _ = frozen.code(30).await;
+    healthy.signal(libc::SIGINT);
+    assert_eq!(healthy.code(30).await, 130);
+}
+
+/// A waiting `zkr lock` says whom it waits behind (node, owner, session; the holder), and
+/// again when that node goes; with `--json` every line it prints is one object: waiting,
+/// busy, timeout, interrupted, lost and stopped, errors.
+#[tokio::test]
+async fn a_waiter_says_whom_it_waits_behind_and_json_covers_every_line() {
+    let zk = Zk::start("cli-behind").await;
+    let raw = zk.raw().await;
+    let mut holder_cmd = zkr(
+        &zk.connect,
+        &[
+            "lock",
+            "/q",
+            "--owner",
+            "holder-A",
+            "--",
+            "sh",
+            "-c",
+            "echo $ZK_LOCK_PATH; read x",
+        ],
+    );
+    holder_cmd.stdin(Stdio::piped());
+    let mut holder = Running::spawn(holder_cmd);
+    let holder_node = holder.stdout.next("the holder's CMD", 30).await;
+    let holder_node = holder_node.rsplit('/').next().unwrap().to_owned();
+    let holder_sid = holder
+        .stderr
+        .until("holding", 30, |l| l.contains("holding /q"))
+        .await
+        .1;
+    let holder_sid = holder_sid
+        .split("session ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap()
+        .to_owned();
+
+    // B waits (--json), then C (text) behind B.
+    let mut b = Running::spawn(zkr(
+        &zk.connect,
+        &["lock", "/q", "--owner", "waiter-B", "--json", "--", "true"],
+    ));
+    let (_, line) = b
+        .stderr
+        .until("B to say whom it waits behind", 30, |l| {
+            l.contains("waiting")
+        })
+        .await;
+    let waiting: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(waiting["for"], "/q");
+    assert_eq!(waiting["position"], 2);
+    assert_eq!(
+        waiting["behind"],
+        serde_json::json!({"node": holder_node, "owner": "holder-A", "session": holder_sid})
+    );
+    assert!(
+        waiting["holder"].is_null(),
+        "B waits behind the holder itself"
+    );
+    let b_node = waiting["node"].as_str().unwrap().to_owned();
+    let mut c = Running::spawn(zkr(
+        &zk.connect,
+        &["lock", "/q", "--owner", "waiter-C", "--", "true"],
+    ));
+    let (_, line) = c
+        .stderr
+        .until("C to say whom it waits behind", 30, |l| {
+            l.contains("waiting")
+        })
+        .await;
+    println!("{line}");
+    assert!(
+        line.starts_with(&format!(
+            "zkr: waiting for /q: behind {b_node} (waiter-B, session 0x"
+        )),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!(
+            "3rd in line; held by {holder_node} (holder-A, session {holder_sid})"
+        )),
+        "{line}"
+    );
+    // B gives up (SIGINT): C now waits behind the holder, and says so.
+    b.signal(libc::SIGINT);
+    assert_eq!(b.code(30).await, 130);
+    let b_lines = json_lines(&b.stderr.rest().await.join("\n"));
+    let last = b_lines.last().unwrap();
+    assert_eq!(
+        (
+            last["event"].as_str(),
+            last["code"].as_i64(),
+            last["signal"].as_str()
+        ),
+        (Some("interrupted"), Some(130), Some("SIGINT"))
+    );
+    let (_, line) = c
+        .stderr
+        .until("C to say it moved up", 30, |l| l.contains("waiting"))
+        .await;
+    assert_eq!(
+        line,
+        format!("zkr: still waiting for /q: behind {holder_node} (holder-A, session {holder_sid}), 2nd in line")
+    );
+
+    // --json while it is busy, and a timeout.
+    let busy = run(
+        zkr(
+            &zk.connect,
+            &["lock", "/q", "--try", "--json", "--", "true"],
+        ),
+        30,
+    )
+    .await;
+    assert_eq!(busy.code, 75);
+    let lines = json_lines(&busy.stderr);
+    assert_eq!(lines.len(), 1, "{}", busy.stderr);
+    assert_eq!(
+        (lines[0]["event"].as_str(), lines[0]["code"].as_i64()),
+        (Some("busy"), Some(75))
+    );
+    let timeout = run(
+        zkr(
+            &zk.connect,
+            &["lock", "/q", "--timeout", "1500ms", "--json", "--", "true"],
+        ),
+        30,
+    )
+    .await;
+    assert_eq!(timeout.code, 124);
+    let events: Vec<String> = json_lines(&timeout.stderr)
+        .iter()
+        .map(|l| l["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["waiting", "timeout"], "{}", timeout.stderr);
+
+    // The holder's node deleted behind its back: lost, CMD stopped, all in JSON.
+    holder
+        .child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"done\n")
+        .await
+        .unwrap();
+    assert_eq!(holder.code(30).await, 0);
+    let _ = c.code(30).await;
+    let mut lost = Running::spawn(zkr(
+        &zk.connect,
+        &[
+            "lock",
+            "/q",
+            "--json",
+            "--grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "echo $ZK_LOCK_PATH; exec sleep 600",
+        ],
+    ));
+    let node = lost.stdout.next("CMD", 30).await;
+    raw.delete(&node, None).await.unwrap();
+    assert_eq!(lost.code(30).await, 125);
+    let lines = json_lines(&lost.stderr.rest().await.join("\n"));
+    let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["holding", "lost", "stopped"], "{lines:?}");
+    assert_eq!(lines[2]["code"], 125);
+    assert_eq!(lines[2]["reason"], "NodeDeleted");
+
+    // Errors, zkr's and clap's.
+    for (args, code) in [
+        (vec!["lock", "relative", "--json", "--", "true"], 2),
+        (
+            vec!["lock", "/q", "--json", "--frobnicate", "--", "true"],
+            2,
+        ),
+        (vec!["inspect", "/nothing", "--json"], 66),
+        (vec!["repair", "/nothing", "--json"], 66),
+    ] {
+        let ran = run(zkr(&zk.connect, &args), 30).await;
+        assert_eq!(ran.code, code, "{args:?}: {}", ran.stderr);
+        let lines = json_lines(&ran.stderr);
+        assert_eq!(lines.len(), 1, "{args:?}: {}", ran.stderr);
+        assert_eq!(
+            (lines[0]["event"].as_str(), lines[0]["code"].as_i64()),
+            (Some("error"), Some(code as i64))
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input
 

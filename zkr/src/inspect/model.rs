@@ -975,10 +975,11 @@ fn contender_warnings(queue: &mut Queue) {
                     kind: "session-silent",
                     node: Some(c.node.clone()),
                     message: format!(
-                        "no ping for {} of a {} session: frozen or cut off? (session {sid} of \
+                        "no ping for {} of {} {} session: frozen or cut off? (session {sid} of \
                          {}{}; its server expires it once it has heard nothing for the whole \
                          timeout, and {} then)",
                         seconds(silent),
+                        article(&seconds(timeout)),
                         seconds(timeout),
                         c.node,
                         c.server
@@ -1002,6 +1003,18 @@ fn contender_warnings(queue: &mut Queue) {
 /// the timeout idle, zookeeper-client's after 3/20; zk-recipes' heartbeat while it holds).
 pub fn silent_too_long(silent_ms: i64, timeout_ms: i64) -> bool {
     timeout_ms > 0 && silent_ms * 2 > timeout_ms
+}
+
+/// `a` or `an` before a number as it is said (`an 8 s`, `an 11 s`, `a 4 s`).
+fn article(number: &str) -> &'static str {
+    let whole: String = number.chars().take_while(char::is_ascii_digit).collect();
+    let eleven_or_eighteen =
+        matches!(whole.len() % 3, 2) && (whole.starts_with("11") || whole.starts_with("18"));
+    if whole.starts_with('8') || eleven_or_eighteen {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 /// `3.1 s`, `4 s`, `850 ms`.
@@ -1675,6 +1688,13 @@ mod tests {
         assert_eq!(q.contenders[0].silent_ms, Some(3100));
         assert_eq!(q.contenders[1].session_timeout_ms, Some(4000));
         assert!(!silent_too_long(2000, 4000));
+        let said: Vec<_> = [
+            "4 s", "8 s", "11 s", "18 s", "80 s", "110 s", "850 ms", "1.5 s",
+        ]
+        .iter()
+        .map(|n| article(n))
+        .collect();
+        assert_eq!(said, ["a", "an", "an", "an", "an", "a", "an", "a"]);
         assert!(silent_too_long(2001, 4000));
     }
 
