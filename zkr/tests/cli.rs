@@ -1001,6 +1001,32 @@ async fn inspect_shows_every_recipe_kind_right() {
         .all(|s| *s == Some("connected")));
     assert!(column(q, "age_ms").iter().all(|a| a.as_i64().unwrap() >= 0));
     assert_eq!(warning_kinds(q), Vec::<&str>::new());
+    // Each session's silence, against the timeout its server negotiated (10 s, asked for).
+    assert!(column(q, "session_timeout_ms")
+        .iter()
+        .all(|t| t.as_i64() == Some(10_000)));
+    assert!(
+        column(q, "silent_ms")
+            .iter()
+            .all(|s| s.as_i64().is_some_and(|ms| (0..5_000).contains(&ms))),
+        "{q:#}"
+    );
+    // Each root's kind from its mark.
+    for (path, marked_as) in [
+        ("/mutex", Some("ZkMutex")),
+        ("/catalog", Some("ZkRwLock")),
+        ("/election", Some("LeaderElection")),
+        ("/pool", Some("ZkSemaphore")),
+        ("/curator", None),
+        ("/orders/order-42", None),
+    ] {
+        assert_eq!(
+            queue(&report, path)["marked_as"].as_str(),
+            marked_as,
+            "{path}"
+        );
+    }
+    assert_eq!(queue(&report, "/orders/order-42")["lock_space"], "/orders");
 
     let q = queue(&report, "/orders/order-42");
     assert_eq!(
@@ -1164,7 +1190,8 @@ async fn inspect_shows_every_recipe_kind_right() {
     for expected in [
         "/mutex  mutex (zk-recipes)",
         "/orders/order-42  keyed-lock (zk-recipes)  key \"order-42\"",
-        "/pool  semaphore (zk-recipes)  permits 2",
+        "/pool  semaphore (zk-recipes)  marked ZkSemaphore  permits 2",
+        "/mutex  mutex (zk-recipes)  marked ZkMutex  tokens: sequence",
         "! persistent-node",
         "! counter-near-end: 998 tokens left",
         "! unanchored-root",
