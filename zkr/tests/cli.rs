@@ -1694,6 +1694,70 @@ async fn inspect_sees_a_silent_holder() {
     assert_eq!(healthy.code(30).await, 130);
 }
 
+/// In an ensemble a server's `cons` times are its own clock's: `inspect` reads each member's
+/// through a session of its own there (its main session is on one member only), so holders
+/// connected to every member get their silence, each from the member that has them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reads_the_clock_of_every_member() {
+    if let Some(reason) = ensemble_unavailable_reason() {
+        println!("not run: {reason}");
+        return;
+    }
+    let ensemble = zk_testcontainers::ZkEnsemble::start(3).await.unwrap();
+    let mut holders = Vec::new();
+    for (i, member) in ensemble.members().iter().enumerate() {
+        let path = format!("/m{i}");
+        let args = [
+            "lock",
+            path.as_str(),
+            "--session-timeout",
+            "8s",
+            "--connect-timeout",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 600",
+        ];
+        let mut holder = Running::spawn(zkr(&member.connect_string(), &args));
+        holder.stdout.next("a holder's CMD", 60).await;
+        holders.push(holder);
+    }
+    let ran = run(
+        zkr(
+            &ensemble.connect_string(),
+            &["inspect", "/", "--recursive", "--json"],
+        ),
+        60,
+    )
+    .await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(report["sessions_checked"], true, "{report:#}");
+    assert!(
+        report["notes"].as_array().unwrap().is_empty(),
+        "{:#}",
+        report["notes"]
+    );
+    for (i, member) in ensemble.members().iter().enumerate() {
+        let q = queue(&report, &format!("/m{i}"));
+        assert_eq!(
+            strs(&column(q, "server")),
+            [Some(member.connect_string().as_str())]
+        );
+        let silent = column(q, "silent_ms")[0].as_i64();
+        assert!(
+            silent.is_some_and(|ms| (0..4_000).contains(&ms)),
+            "member {i}: {q:#}"
+        );
+        assert_eq!(column(q, "session_timeout_ms")[0].as_i64(), Some(8_000));
+    }
+    for holder in &mut holders {
+        holder.signal(libc::SIGINT);
+        assert_eq!(holder.code(30).await, 130);
+    }
+}
+
 /// A waiting `zkr lock` says whom it waits behind (node, owner, session; the holder), and
 /// again when that node goes; with `--json` every line it prints is one object: waiting,
 /// busy, timeout, interrupted, lost and stopped, errors.
