@@ -69,6 +69,17 @@ pub fn age(ms: i64) -> String {
     }
 }
 
+/// A short span with a tenth of a second below a minute: `645ms`, `1.4s`, `10s`, `3m12s`.
+pub fn span(ms: i64) -> String {
+    match ms {
+        ..0 => "0ms".to_owned(),
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => age(ms),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +94,15 @@ mod tests {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days);
         }
+    }
+
+    #[test]
+    fn spans_keep_a_tenth_of_a_second() {
+        let got: Vec<String> = [-1, 645, 1000, 1449, 4_700, 10_000, 192_000]
+            .into_iter()
+            .map(span)
+            .collect();
+        assert_eq!(got, ["0ms", "645ms", "1s", "1.4s", "4.7s", "10s", "3m12s"]);
     }
 
     #[test]

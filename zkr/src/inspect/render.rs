@@ -179,8 +179,8 @@ fn row(c: &Contender, tokens: &str, show_wants: bool) -> Vec<String> {
     let heard = match (c.silent_ms, c.session_timeout_ms) {
         (Some(silent), Some(timeout)) => format!(
             "{}/{}{}",
-            time::age(silent),
-            time::age(timeout),
+            time::span(silent),
+            time::span(timeout),
             if super::model::silent_too_long(silent, timeout) {
                 " !"
             } else {
