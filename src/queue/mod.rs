@@ -40,6 +40,8 @@
 //! lock share it; the read/write rule in `rwlock.rs`).
 
 mod create;
+mod owned;
+mod task;
 mod deep;
 mod root;
 mod wait;
