@@ -1521,7 +1521,12 @@ async fn inspect_reads_a_hot_lock_right_through_a_cut_listing() {
     const WAITERS: usize = 20_000;
     const BURST: usize = 1_000;
     let zk = Zk::start("cli-hot").await;
-    let session = zk.session().await;
+    // Long sessions: reading 20,000 nodes loads a shared machine's server, and an expired
+    // session would take its nodes with it between the two inspections.
+    let long = scaled(Duration::from_secs(30));
+    let session = Session::connect(zk.options().session_timeout(long))
+        .await
+        .unwrap();
     let holder = ZkMutex::new(&session, "/hot")
         .unwrap()
         .lock()
@@ -1529,7 +1534,11 @@ async fn inspect_reads_a_hot_lock_right_through_a_cut_listing() {
         .unwrap();
     // The waiters: ephemeral `lock-N` nodes with owner records, in pipelined bursts.
     let started = Instant::now();
-    let raw = zk.raw().await;
+    let raw = zkc::Client::connector()
+        .with_session_timeout(long)
+        .connect(&zk.connect)
+        .await
+        .unwrap();
     let data = b"id=0f8fad5b-d9cb-469f-a165-70867728950e\nowner=hot-waiter\n";
     let mode = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
     for _ in 0..WAITERS / BURST {
@@ -1580,6 +1589,7 @@ async fn inspect_reads_a_hot_lock_right_through_a_cut_listing() {
             [Some("holder"), Some("waiter")]
         );
         assert_eq!(report["truncated"], true);
+        assert!(holder.is_held());
     }
     let table = run(
         zkr(
