@@ -462,3 +462,55 @@ async fn the_heartbeat_costs_one_request_per_third_of_the_timeout_while_held_and
     holder.close().await;
     idle.close().await;
 }
+
+/// A grant lost to a disconnect says `Suspended`, even when `lost()` is asked only after the
+/// lease has run out as well: the reason is what ended the grant first, not the lease's state
+/// when someone asks. (A lapse that comes first says `LeaseExpired`: the freeze tests above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_lost_to_a_disconnect_says_suspended_after_the_lease_runs_out_too() {
+    let zk = Zk::start("lease-reason").await;
+    let (host, chroot) = zk.connect.split_at(zk.connect.find('/').unwrap());
+    let proxy = zk_testcontainers::FaultProxy::start(host).await.unwrap();
+    let session = Session::connect(
+        SessionOptions::new(format!("{}{}", proxy.addr(), chroot))
+            .session_timeout(SESSION * 2)
+            .connection_timeout(scaled(Duration::from_secs(10)))
+            .loss_policy(LossPolicy::Suspension),
+    )
+    .await
+    .unwrap();
+    let mutex = ZkMutex::new(&session, "/locks/reason").unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let mut state = session.watch_state();
+    proxy.blackhole();
+    within("the client to see the disconnect", 30, async {
+        state
+            .wait_for(|s| matches!(s, zk_recipes::SessionState::Suspended { .. }))
+            .await
+            .unwrap();
+    })
+    .await;
+    // Seen before the lease ran out (else the lapse came first, and the test proves nothing).
+    let left = guard.lease_remaining();
+    assert!(
+        left.is_some(),
+        "the disconnect was seen after the lease's end"
+    );
+    // Past the lease's end, then back.
+    tokio::time::sleep(left.unwrap() + Duration::from_millis(100)).await;
+    assert_eq!(guard.lease_remaining(), None);
+    assert!(!guard.is_held());
+    proxy.heal();
+    within("the session back", 30, async {
+        state
+            .wait_for(|s| matches!(s, zk_recipes::SessionState::Connected { .. }))
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_eq!(
+        within("lost()", 10, guard.lost()).await,
+        zk_recipes::LossReason::Suspended
+    );
+    session.close().await;
+}

@@ -297,7 +297,9 @@ impl Grant {
                 LossReason::SessionClosed
             } else if self.epoch.is_lost() {
                 LossReason::SessionExpired
-            } else if !self.epoch.lease_valid() {
+            } else if self.epoch.lapsed_after(self.since) {
+                // The suspension that ended it was the lease's lapse, not a disconnect (the
+                // lease's state now says nothing: it may be renewed, or run out since).
                 LossReason::LeaseExpired
             } else {
                 LossReason::Suspended

@@ -28,6 +28,9 @@ pub(crate) enum EpochState {
 /// its `jute.maxbuffer`, say) would otherwise have it sent again on every reconnect, forever.
 pub(crate) const MAX_CONNECTION_LOSSES: u32 = 8;
 
+/// How many lapses an epoch remembers (by suspension number) to tell a grant why it was lost.
+const LAPSES_KEPT: usize = 16;
+
 /// One ZooKeeper session. Grants remember the epoch they were made on and are lost with it.
 pub(crate) struct Epoch {
     pub(super) id: i64,
@@ -48,6 +51,9 @@ pub(crate) struct Epoch {
     lease: Lease,
     /// The lease end (`Lease::until`) last counted as a lapse, so one lapse counts once.
     lapsed_for: AtomicU64,
+    /// The numbers of the latest suspensions that were lease lapses (not disconnects), so a
+    /// grant lost to one is told why (a few kept: a grant asks about the one after its own).
+    lapses: Mutex<std::collections::VecDeque<u64>>,
     /// The largest request the servers accept ([`SessionOptions::max_packet_bytes`](crate::SessionOptions::max_packet_bytes)).
     max_packet: usize,
 }
@@ -66,6 +72,7 @@ impl Epoch {
             grants: Mutex::new(HashMap::new()),
             lease: Lease::new(client_timeout),
             lapsed_for: AtomicU64::new(0),
+            lapses: Mutex::new(std::collections::VecDeque::new()),
             max_packet,
         }
     }
@@ -242,10 +249,24 @@ impl Epoch {
         if self.lapsed_for.swap(until, Ordering::SeqCst) == until {
             return false;
         }
-        self.suspensions.fetch_add(1, Ordering::SeqCst);
+        let number = self.suspensions.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut lapses = lock(&self.lapses);
+            if lapses.len() == LAPSES_KEPT {
+                lapses.pop_front();
+            }
+            lapses.push_back(number);
+        }
         // Wake every `lost()`: the state is the same, what it means for old grants is not.
         self.state.send_modify(|_| {});
         true
+    }
+
+    /// Whether what ended a grant made under suspension count `since` (the suspension after
+    /// it) was a lapse of the lease rather than a disconnect. `false` when that is too long
+    /// ago to tell.
+    pub fn lapsed_after(&self, since: u64) -> bool {
+        lock(&self.lapses).contains(&(since + 1))
     }
 
     pub fn is_lost(&self) -> bool {
