@@ -40,10 +40,10 @@
 //! lock share it; the read/write rule in `rwlock.rs`).
 
 mod create;
-mod owned;
-mod task;
 mod deep;
+mod owned;
 mod root;
+mod task;
 mod wait;
 
 use std::sync::{Arc, Mutex};
