@@ -230,6 +230,29 @@ async fn a_lost_create_reply_is_recovered_by_uuid_and_owner_body() {
     wait_children(&raw, ROOT, 0).await;
 }
 
+/// `lost()` called again on every tick of a `select!` loop (as `zkr` supervises CMD) still
+/// sees a deletion: the wait after it (is the session over too?) runs from the first call
+/// that saw it, not from each new call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_in_a_loop_with_a_fast_tick_still_sees_a_deletion() {
+    let zk = Zk::start("lost-tick").await;
+    let session = zk.session().await;
+    let guard = ZkMutex::new(&session, ROOT).unwrap().lock().await.unwrap();
+    zk.raw().await.delete(guard.path(), None).await.unwrap();
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let reason = within("lost() through a select loop", 30, async {
+        loop {
+            tokio::select! {
+                reason = guard.lost() => break reason,
+                _ = tick.tick() => {}
+            }
+        }
+    })
+    .await;
+    assert_eq!(reason, LossReason::NodeDeleted);
+    assert!(!guard.is_held());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_deleting_the_lock_node_makes_the_holder_lose_it() {
     let zk = Zk::start("operator-delete").await;

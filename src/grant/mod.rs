@@ -82,6 +82,9 @@ pub struct Grant {
     /// What the one watch of this grant's node (followed from the grant on) has seen.
     fate: watch::Fate,
     released: bool,
+    /// When a `lost()` first saw the node deleted: the grace that tells a deletion from the
+    /// session's end runs from then, whatever calls are dropped and made again meanwhile.
+    deletion_seen: std::sync::OnceLock<tokio::time::Instant>,
     /// Keeps the session's lease fed while the grant lives.
     _lease: LeaseInterest,
 }
@@ -122,6 +125,7 @@ impl Grant {
             release,
             fate,
             released: false,
+            deletion_seen: std::sync::OnceLock::new(),
         }
     }
 
@@ -279,7 +283,9 @@ impl Grant {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a dropped call loses nothing; the watch stays set for the next one.
+    /// Cancel safe: a dropped call loses nothing; the watch stays set for the next one, and
+    /// the short wait after a deletion (is the session over too?) runs from the first call
+    /// that saw it, so a `select!` loop that makes a new call on every tick still resolves.
     ///
     /// ```no_run
     /// # async fn work() {}
@@ -315,7 +321,8 @@ impl Grant {
         let reason = match reason {
             LossReason::NodeDeleted => {
                 let grace = self.epoch.session_timeout() / 8;
-                match tokio::time::timeout(grace, self.epoch.lost(self.since)).await {
+                let seen = *self.deletion_seen.get_or_init(tokio::time::Instant::now);
+                match tokio::time::timeout_at(seen + grace, self.epoch.lost(self.since)).await {
                     Ok(()) => session(),
                     Err(_) => reason,
                 }
