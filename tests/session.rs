@@ -4,6 +4,8 @@
 //! watch; a closed session says so everywhere; and a release storm (a thousand holders on one
 //! session that expires) resolves every `lost()`.
 
+#[path = "support/cons.rs"]
+mod cons;
 mod support;
 
 use std::net::SocketAddr;
@@ -80,30 +82,10 @@ async fn the_sessions_connections_get_tcp_nodelay_and_no_one_elses_do() {
 
 /// Packets the server has received on the connection of session `sid` (from `cons`).
 async fn packets_received(connect: &str, sid: i64) -> u64 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let host = connect
-        .split('/')
-        .next()
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap();
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    stream.write_all(b"cons").await.unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.unwrap();
-    let needle = format!("sid={sid:#x}");
-    let line = out
-        .lines()
-        .find(|l| l.contains(&needle))
-        .unwrap_or_else(|| panic!("no connection of {needle} in cons:\n{out}"));
-    let recved = line.split("recved=").nth(1).unwrap();
-    recved
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    cons::of_session(connect, sid)
+        .await
+        .unwrap_or_else(|| panic!("no connection of session {sid:#x} in cons"))
+        .recved
 }
 
 /// `lost()` in a `select!` loop, as a worker writes it, costs one watch per grant, not one
