@@ -82,14 +82,7 @@ impl Epoch {
     /// packet, and the request would end as `ConnectionLost`, "outcome unknown", for a write
     /// that could never have happened.
     pub fn check_wire_size(&self, what: &'static str, size: usize) -> Result<()> {
-        if size > self.max_packet {
-            return Err(Error::TooLarge {
-                what,
-                size,
-                limit: self.max_packet,
-            });
-        }
-        Ok(())
+        super::options::within_limit(what, size, self.max_packet)
     }
 
     /// The session timeout the server agreed to.

@@ -398,14 +398,7 @@ impl SessionOptions {
             .map(|acl| ACL_OVERHEAD + acl.scheme().len() + acl.id().len())
             .sum();
         let size = payload + REQUEST_OVERHEAD + acls.saturating_sub(DEFAULT_ACL_BYTES);
-        if size > self.max_packet {
-            return Err(Error::TooLarge {
-                what,
-                size,
-                limit: self.max_packet,
-            });
-        }
-        Ok(())
+        within_limit(what, size, self.max_packet)
     }
 
     /// The servers' addresses, when their connections get `TCP_NODELAY`.
@@ -577,6 +570,15 @@ impl SessionOptions {
             }
         }
     }
+}
+
+/// `Error::TooLarge` for a request of `size` bytes over the servers' `limit`: the one size
+/// check, for every estimate of a request's size.
+pub(crate) fn within_limit(what: &'static str, size: usize, limit: usize) -> Result<()> {
+    if size > limit {
+        return Err(Error::TooLarge { what, size, limit });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
