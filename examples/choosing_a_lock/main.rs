@@ -312,19 +312,19 @@ async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
                     .await
                     .unwrap_or_else(|e| fail(&format!("flash sale, {kind}: {e}")));
                 println!(
-                    "round {round} {kind:<28} sold {:>4} oversold {:>3} {:>8.1}/s p50 {:>7.1} ms p99 {:>7.1} ms retries {} failed {}",
-                    r.sold, r.oversold, r.per_sec, r.p50_ms, r.p99_ms, r.retries, r.failed
+                    "round {round} {kind:<28} sold {:>4} oversold {:>3} still offered {:>3} {:>8.1}/s p50 {:>7.1} ms p99 {:>7.1} ms retries {} failed {}",
+                    r.sold, r.oversold, r.offered, r.per_sec, r.p50_ms, r.p99_ms, r.retries, r.failed
                 );
                 let may_oversell = frozen.is_some() && kind.loses_update_on_pause();
-                if r.oversold > 0 && !may_oversell {
+                if (r.oversold > 0 || r.offered != 0) && !may_oversell {
                     println!("   UNEXPECTED: {kind} oversold");
                     ok = false;
                 }
                 results.entry(kind).or_default().push(r);
             }
         }
-        println!("\n| lock kind | seats oversold | purchases/s | p50 ms | p99 ms | retries |");
-        println!("|---|---|---|---|---|---|");
+        println!("\n| lock kind | seats oversold | seats still offered | purchases/s | p50 ms | p99 ms | retries |");
+        println!("|---|---|---|---|---|---|---|");
         for kind in &o.kinds {
             let rs = &results[kind];
             let col = |f: fn(&sale::Round) -> f64| median(rs.iter().map(f).collect());
@@ -336,8 +336,9 @@ async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
                 }
             };
             println!(
-                "| `{kind}` | {} | {} | {} | {} | {} |",
+                "| `{kind}` | {} | {} | {} | {} | {} | {} |",
                 fmt(col(|r| r.oversold as f64), 0),
+                fmt(col(|r| r.offered as f64), 0),
                 fmt(col(|r| r.per_sec), 0),
                 fmt(col(|r| r.p50_ms), 0),
                 fmt(col(|r| r.p99_ms), 0),

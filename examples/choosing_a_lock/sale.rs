@@ -25,6 +25,8 @@ pub struct Plan {
 pub struct Round {
     pub sold: i64,
     pub oversold: i64,
+    /// Seats the stock column still offers after every buyer has had its answer (0 when right).
+    pub offered: i64,
     /// Sold seats per second, from the start to the last sale.
     pub per_sec: f64,
     /// Each buyer's time to its answer (bought or sold out), ms.
@@ -137,10 +139,11 @@ pub async fn run(kind: Kind, addrs: &Addrs, plan: Plan, nonce: &str) -> Result<R
         failed += u64::from(err);
     }
     latencies.sort_by(|a, b| a.total_cmp(b));
-    let (mut sold, mut oversold) = (0, 0);
+    let (mut sold, mut oversold, mut offered) = (0, 0, 0);
     for item in &items {
-        let (_, orders) = crate::store::tally(&db, item).await?;
+        let (left, orders) = crate::store::tally(&db, item).await?;
         sold += orders;
+        offered += left;
         oversold += (orders - plan.stock).max(0);
     }
     if let Some((session, _)) = &ctx.zk {
@@ -149,6 +152,7 @@ pub async fn run(kind: Kind, addrs: &Addrs, plan: Plan, nonce: &str) -> Result<R
     Ok(Round {
         sold,
         oversold,
+        offered,
         per_sec: sold.min(plan.stock * plan.products as i64) as f64
             / last_sale.as_secs_f64().max(1e-6),
         p50_ms: percentile(&latencies, 0.5),
