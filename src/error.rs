@@ -129,8 +129,9 @@ pub enum Error {
     },
 
     /// A [`ZkSharedCount`](crate::ZkSharedCount)'s node holds something other than a 4-byte
-    /// count, or an addition would not fit an `i32`; nothing was written. Not retryable: fix the
-    /// node's data, or the delta.
+    /// count, or an addition would not fit an `i32`; nothing was written. The same for a
+    /// [`ZkAtomicLong`](crate::ZkAtomicLong): its node holds neither 8 bytes nor none, or the
+    /// sum would not fit an `i64`. Not retryable: fix the node's data, or the delta.
     #[error("{path:?} is no usable count: {reason}")]
     BadCount {
         /// The count's path.
@@ -140,7 +141,8 @@ pub enum Error {
     },
 
     /// A [`ZkGroup`](crate::ZkGroup) member with this id is already in the group, through
-    /// another session. Not retryable as such: two processes should not share an id (wait for
+    /// another session (or a [`ZkDoubleBarrier`](crate::ZkDoubleBarrier) member with this id
+    /// is already inside the barrier, through another session or another entry of this one). Not retryable as such: two processes should not share an id (wait for
     /// the other to leave, or pick another id).
     #[error("{path:?} is another session's group member (session {session_id:#x})")]
     MemberIdTaken {
@@ -150,11 +152,44 @@ pub enum Error {
         session_id: i64,
     },
 
+    /// A [`ZkDoubleBarrier`](crate::ZkDoubleBarrier) needs at least one member. Not retryable.
+    #[error("a double barrier needs at least one member, not {members}")]
+    InvalidMemberCount {
+        /// The count given.
+        members: u32,
+    },
+
+    /// A wait with a time limit (a barrier's `wait_timeout`, a double barrier's
+    /// `enter_timeout` or `leave_timeout`) ran out first; `reason` says what was still
+    /// missing. Whatever the call had made in ZooKeeper is undone (a double barrier's member
+    /// node is deleted). Retryable: call again, or find out why the others are late.
+    #[error("{path:?}: gave up after {waited:?}: {reason}")]
+    TimedOut {
+        /// The recipe's path.
+        path: String,
+        /// The time limit.
+        waited: Duration,
+        /// What was still missing when it ran out.
+        reason: String,
+    },
+
     /// A semaphore needs at least one permit. Not retryable.
     #[error("a semaphore needs at least one permit, not {permits}")]
     InvalidPermits {
         /// The count given.
         permits: u32,
+    },
+
+    /// A set a recipe was given cannot be used: a [`ZkMultiLock`](crate::ZkMultiLock) of no
+    /// lock or of one lock twice (it would wait for itself), a
+    /// [`ZkPartitioner`](crate::ZkPartitioner) of no partition or of one partition twice.
+    /// Nothing was sent. Not retryable: fix the set.
+    #[error("invalid {what}: {reason}")]
+    InvalidSet {
+        /// What the set is (`"multi-lock"`, `"partition set"`).
+        what: &'static str,
+        /// What is wrong with it (the duplicate, or that it is empty).
+        reason: String,
     },
 
     /// The root's sequence counter is used up: it reached `i32::MAX`, which ZooKeeper (3.8,
@@ -178,6 +213,29 @@ pub enum Error {
         path: String,
         /// The first foreign node in the way.
         node: String,
+    },
+
+    /// A [`ZkKeptNode`](crate::ZkKeptNode) with [`KeptMode::Ttl`](crate::KeptMode::Ttl): the
+    /// TTL is out of ZooKeeper's range, or the server takes no TTL nodes (they need
+    /// `zookeeper.extendedTypesEnabled=true` on every server). Not retryable: fix the TTL or
+    /// the servers' configuration, or keep a persistent node.
+    #[error("{path:?}: TTL node refused: {reason}")]
+    TtlRefused {
+        /// The kept node's path.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
+
+    /// A service instance (service discovery on Curator's layout) that cannot be registered or
+    /// read as one: its node's data is not a `ServiceInstance` JSON, or an instance's name or
+    /// id is not one node name. Not retryable: fix the instance (or the node someone wrote).
+    #[error("{path:?} is no usable service instance: {reason}")]
+    InvalidInstance {
+        /// The instance's node (or where it would be).
+        path: String,
+        /// What is wrong with it.
+        reason: String,
     },
 
     /// The ZooKeeper session this operation or grant belonged to has expired, or was given up
@@ -286,8 +344,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Whether the same call may succeed if made again (after a pause, on the same
     /// [`Session`](crate::Session)): `true` for [`SessionExpired`](Error::SessionExpired),
-    /// [`Lost`](Error::Lost), [`ConnectionLost`](Error::ConnectionLost) and
-    /// [`Unreachable`](Error::Unreachable); `false` for errors that need a fix (a path, an
+    /// [`Lost`](Error::Lost), [`ConnectionLost`](Error::ConnectionLost),
+    /// [`Unreachable`](Error::Unreachable) and [`TimedOut`](Error::TimedOut); `false` for errors that need a fix (a path, an
     /// ACL, a permit count, a closed session).
     ///
     /// ```
@@ -301,6 +359,7 @@ impl Error {
                 | Error::Lost { .. }
                 | Error::ConnectionLost
                 | Error::Unreachable { .. }
+                | Error::TimedOut { .. }
         )
     }
 

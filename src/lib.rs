@@ -66,6 +66,18 @@
 //!   `SharedCount` layout).
 //! - [`ZkGroup`]: group membership, a member's node kept across session expiries (Curator
 //!   `GroupMember` layout).
+//! - [`ZkKeptNode`]: a node made again in each new session and after a deletion (Curator
+//!   `PersistentNode`); [`discovery`]: service registration and discovery on
+//!   `curator-x-discovery`'s layout.
+//! - [`ZkMultiLock`]: several mutexes and keys taken together in one global order, a token
+//!   per lock (Curator `InterProcessMultiLock`).
+//! - [`ZkPartitioner`]: members of a group split a set of partitions, a lock per partition
+//!   (kazoo `SetPartitioner`'s phases).
+//! - [`ZkBarrier`], [`ZkDoubleBarrier`]: wait until a node is removed; enter when N members
+//!   have arrived and leave when all have left (Curator `DistributedBarrier`,
+//!   `DistributedDoubleBarrier` layouts).
+//! - [`ZkAtomicLong`]: a 64-bit value, compare-and-set with bounded tries and an optional
+//!   lock-backed round (Curator `DistributedAtomicLong` layout, `PromotedToLock`).
 //! - [`Error`]: the one error type ([`Error::is_retryable`] says which to retry).
 //! - [`layout`]: what the recipes leave in ZooKeeper (node names and their parsing, the owner
 //!   record, each recipe's rule as a pure function), public for tools such as `zkr inspect`.
@@ -125,8 +137,11 @@
 //! ```
 #![warn(missing_docs)]
 
+mod atomic;
+mod barrier;
 mod claim;
 mod count;
+pub mod discovery;
 mod election;
 mod error;
 mod fence;
@@ -135,11 +150,14 @@ mod group;
 mod guard;
 mod key;
 mod keyed;
+mod kept;
 pub mod layout;
 mod lead;
+mod multilock;
 mod mutex;
 mod nodelay;
 mod ops;
+mod partition;
 mod path;
 mod queue;
 mod rwlock;
@@ -148,15 +166,20 @@ pub mod session;
 #[cfg(feature = "tls")]
 mod tls;
 
+pub use atomic::{AtomicStats, AtomicValue, PromotedToLock, RetryPolicy, ZkAtomicLong};
+pub use barrier::{DoubleBarrierEntry, ZkBarrier, ZkDoubleBarrier};
 pub use count::{VersionedCount, ZkSharedCount};
 pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
 pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
 pub use group::{Members, ZkGroup, ZkGroupMember};
+pub use kept::{KeptMode, KeptState, ZkKeptNode};
 pub use guard::Guard;
 pub use keyed::{ZkLockSpace, ZkLockSpaceGuard};
+pub use multilock::{LockRef, MultiFencedWrite, MultiLoss, ZkMultiLock, ZkMultiLockGuard};
 pub use mutex::{ZkMutex, ZkMutexGuard};
+pub use partition::{Assignment, PartitionState, ZkPartitionMember, ZkPartitioner};
 pub use path::ZkPath;
 pub use rwlock::{ZkRwLock, ZkRwLockGuard};
 pub use semaphore::{ZkSemaphore, ZkSemaphoreLease};

@@ -54,6 +54,20 @@ async fn take(
             let id = format!("member-{}", kept.len());
             kept.push(Box::new(group.join(&id, b"up").await?));
         }
+        RecipeKind::Barrier => {
+            zk_recipes::ZkBarrier::new(session, path)?.set().await?;
+        }
+        RecipeKind::DoubleBarrier => {
+            let id = format!("member-{}", kept.len());
+            let barrier = zk_recipes::ZkDoubleBarrier::with_id(session, path, 1, &id)?;
+            kept.push(Box::new(barrier.enter().await?));
+        }
+        RecipeKind::AtomicLong => {
+            let retry = zk_recipes::RetryPolicy::default();
+            zk_recipes::ZkAtomicLong::new(session, path, retry)?
+                .increment()
+                .await?;
+        }
         other => panic!("no test for {other:?}"),
     }
     Ok(())
@@ -109,7 +123,8 @@ async fn every_pair_of_kinds_on_one_path_is_refused_both_ways() {
         // Its own kind takes it again, from another value.
         take(&session, first, &path, &mut kept).await.unwrap();
     }
-    assert_eq!(pairs, 7 * 6);
+    let kinds = RecipeKind::ALL.len();
+    assert_eq!(pairs, kinds * (kinds - 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,9 @@
 //! Every recipe but the group marks its root with the [`ANCHOR`](super::ANCHOR) child, whose
 //! data names the kind ([`RecipeKind::mark`]): `zk-recipes:mutex`, `zk-recipes:lock-space`, ...
 //! A group's children are all members (Curator's `GroupMember` counts every child), so a
-//! group marks its root's data instead. An anchor with no data was left by a version before
+//! group marks its root's data instead, and so do the barriers (Curator deletes a barrier's
+//! node, which a child would stop, and counts every child of a double barrier's root as a
+//! member). An anchor with no data was left by a version before
 //! the marks (a `ZkMutex`, `ZkRwLock` or `LeaderElection` root, or a semaphore's lock):
 //! those kinds claim it (the first writes its mark, compare-and-set on the anchor's version
 //! 0), the others refuse it. A path whose parent is marked as a lock space is a key's
@@ -55,15 +57,23 @@ pub enum RecipeKind {
     Count,
     /// [`ZkGroup`](crate::ZkGroup) (marked in the root's data, not by an anchor).
     Group,
+    /// [`ZkBarrier`](crate::ZkBarrier) (marked in the node's data: Curator deletes the node,
+    /// which a child would stop).
+    Barrier,
+    /// [`ZkDoubleBarrier`](crate::ZkDoubleBarrier) (marked in the root's data: Curator counts
+    /// every child as a member).
+    DoubleBarrier,
+    /// [`ZkAtomicLong`](crate::ZkAtomicLong).
+    AtomicLong,
 }
 
 impl RecipeKind {
     /// Every kind.
     ///
     /// ```
-    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::ALL.len(), 7);
+    /// assert_eq!(zk_recipes::layout::kind::RecipeKind::ALL.len(), 10);
     /// ```
-    pub const ALL: [RecipeKind; 7] = [
+    pub const ALL: [RecipeKind; 10] = [
         RecipeKind::Mutex,
         RecipeKind::RwLock,
         RecipeKind::Election,
@@ -71,6 +81,9 @@ impl RecipeKind {
         RecipeKind::LockSpace,
         RecipeKind::Count,
         RecipeKind::Group,
+        RecipeKind::Barrier,
+        RecipeKind::DoubleBarrier,
+        RecipeKind::AtomicLong,
     ];
 
     /// The kind's name in its mark.
@@ -87,6 +100,9 @@ impl RecipeKind {
             RecipeKind::LockSpace => "lock-space",
             RecipeKind::Count => "count",
             RecipeKind::Group => "group",
+            RecipeKind::Barrier => "barrier",
+            RecipeKind::DoubleBarrier => "double-barrier",
+            RecipeKind::AtomicLong => "atomic-long",
         }
     }
 
@@ -104,6 +120,9 @@ impl RecipeKind {
             RecipeKind::LockSpace => "ZkLockSpace",
             RecipeKind::Count => "ZkSharedCount",
             RecipeKind::Group => "ZkGroup",
+            RecipeKind::Barrier => "ZkBarrier",
+            RecipeKind::DoubleBarrier => "ZkDoubleBarrier",
+            RecipeKind::AtomicLong => "ZkAtomicLong",
         }
     }
 
@@ -128,15 +147,20 @@ impl RecipeKind {
         RecipeKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// Whether the kind marks its root's data rather than an anchor child (the group).
+    /// Whether the kind marks its root's data rather than an anchor child (the group and the
+    /// barriers).
     ///
     /// ```
     /// use zk_recipes::layout::kind::RecipeKind;
     /// assert!(RecipeKind::Group.marks_root_data());
+    /// assert!(RecipeKind::DoubleBarrier.marks_root_data());
     /// assert!(!RecipeKind::Mutex.marks_root_data());
     /// ```
     pub const fn marks_root_data(self) -> bool {
-        matches!(self, RecipeKind::Group)
+        matches!(
+            self,
+            RecipeKind::Group | RecipeKind::Barrier | RecipeKind::DoubleBarrier
+        )
     }
 
     /// Whether the kind anchored its roots before the marks existed, and so claims an empty
