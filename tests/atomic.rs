@@ -1,7 +1,9 @@
 //! The atomic long on a real server: Curator's 8 big-endian bytes, its operations, a malformed
 //! value refused with a typed error, and concurrent increments from several sessions, exact
-//! (`ZK_ATOMIC_INCREMENTS` per worker, default 1,000 over 16 workers). The Java part (Curator's
-//! `DistributedAtomicLong` at once) is not written yet.
+//! (`ZK_ATOMIC_INCREMENTS` per worker, default 1,000 over 16 workers: 8 Rust workers and 8
+//! Java threads on Curator's `DistributedAtomicLong` at once, both promoted to one lock path;
+//! `tests/java/AtomicIncrements.java`, compiled against /usr/share/java, or 16 Rust workers
+//! when Java cannot run).
 
 mod support;
 
@@ -58,9 +60,43 @@ async fn sixteen_workers_increment_exactly() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000);
-    let workers = 16u64;
+    let classes = tempfile::tempdir().unwrap();
+    let jars: Vec<&str> = include_str!("../examples/bench-peers/classpath.txt")
+        .lines()
+        .collect();
+    let java = support::compile_java(
+        "tests/java/AtomicIncrements.java",
+        &jars,
+        "libcurator-recipes-java libcurator-framework-java",
+        classes.path(),
+    )
+    .await;
     let zk = Zk::start("atomic-many").await;
+    let (java_threads, workers) = match &java {
+        Ok(_) => (8u64, 8u64),
+        Err(why) => {
+            println!("Java not run: {why}");
+            (0, 16)
+        }
+    };
     let start = Instant::now();
+    let java = match java {
+        Ok(classpath) => Some(
+            tokio::process::Command::new("java")
+                .arg("-cp")
+                .arg(classpath)
+                .arg("AtomicIncrements")
+                .arg(&zk.connect)
+                .arg("/counters/many")
+                .arg("/counters/lock")
+                .arg(java_threads.to_string())
+                .arg(per_worker.to_string())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ),
+        Err(_) => None,
+    };
     let mut tasks = Vec::new();
     for w in 0..workers {
         let session = zk.session().await;
@@ -90,9 +126,20 @@ async fn sixteen_workers_increment_exactly() {
     for t in tasks {
         tries += t.await.unwrap();
     }
+    if let Some(java) = java {
+        let out = java.wait_with_output().await.unwrap();
+        assert!(out.status.success(), "the Java workers failed");
+        let out = String::from_utf8_lossy(&out.stdout);
+        let java_tries: u64 = out
+            .trim()
+            .strip_prefix("tries ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("Java said {out:?}"));
+        tries += java_tries;
+    }
     let session = zk.session().await;
     let long = ZkAtomicLong::new(&session, "/counters/many", RetryPolicy::default()).unwrap();
-    let total = workers * per_worker;
+    let total = (workers + java_threads) * per_worker;
     assert_eq!(long.get().await.unwrap().post_value(), total as i64);
     println!(
         "{total} increments in {:?}, {:.2} tries per increment",
