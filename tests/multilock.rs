@@ -25,7 +25,7 @@ const PERSISTENT: zkc::CreateOptions<'static> =
 
 /// Resource `i`: the even ones mutexes, the odd ones keys of one lock space.
 fn resource(i: usize) -> (String, LockRef) {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let name = format!("m-{i}");
         (name.clone(), LockRef::mutex(format!("{LOCKS}/{name}")))
     } else {
