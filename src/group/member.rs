@@ -1,15 +1,12 @@
-//! A group member's handle, and the session's claims: one member per node on a session.
+//! A group member's handle: a [`ZkKeptNode`] (ephemeral, at `{group}/{id}`) with the group's
+//! names for its methods.
 
 use std::fmt;
-use std::sync::Arc;
 
-use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::info;
 
-use crate::error::{Error, Result};
-use crate::session::Session;
-
-use super::keeper::{lock, Keeper};
+use crate::error::Result;
+use crate::kept::{KeptState, ZkKeptNode};
 
 /// This process's membership of a group, from [`ZkGroup::join`](crate::ZkGroup::join): its node is kept until
 /// [`leave`](ZkGroupMember::leave), or until the member is dropped (the node is then deleted in
@@ -29,18 +26,15 @@ use super::keeper::{lock, Keeper};
 /// # Ok(()) }
 /// ```
 pub struct ZkGroupMember {
-    pub(super) keeper: Arc<Keeper>,
+    pub(super) node: ZkKeptNode,
     pub(super) id: String,
-    pub(super) stop: watch::Sender<bool>,
-    pub(super) registered: watch::Receiver<bool>,
-    pub(super) task: Option<tokio::task::JoinHandle<Result<()>>>,
 }
 
 impl fmt::Debug for ZkGroupMember {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZkGroupMember")
-            .field("node", &self.keeper.node)
-            .field("registered", &*self.registered.borrow())
+            .field("node", &self.node.path())
+            .field("registered", &self.is_registered())
             .finish()
     }
 }
@@ -65,7 +59,7 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn path(&self) -> &str {
-        &self.keeper.node
+        self.node.path()
     }
 
     /// Whether the member's node exists as this session's right now, as far as the keeper
@@ -77,7 +71,18 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn is_registered(&self) -> bool {
-        *self.registered.borrow()
+        matches!(self.node.state(), KeptState::Created(_))
+    }
+
+    /// The kept node under the member: its state to watch, its wait until made.
+    ///
+    /// ```no_run
+    /// # fn demo(me: zk_recipes::ZkGroupMember) {
+    /// let mut state = me.node().watch_state();
+    /// # }
+    /// ```
+    pub fn node(&self) -> &ZkKeptNode {
+        &self.node
     }
 
     /// Changes the member's payload: the node's data now, and the payload its node is made
@@ -85,7 +90,7 @@ impl ZkGroupMember {
     ///
     /// # Errors
     ///
-    /// [`Error::TooLarge`], and as [`ZkGroup::members`](crate::ZkGroup::members). While the node is not ours (after a
+    /// [`Error::TooLarge`](crate::Error::TooLarge), and as [`ZkGroup::members`](crate::ZkGroup::members). While the node is not ours (after a
     /// session expiry, before the keeper made it again, or while another session's member
     /// holds the id) only the kept payload changes, and the node is made with it.
     ///
@@ -100,22 +105,14 @@ impl ZkGroupMember {
     /// # Ok(()) }
     /// ```
     pub async fn set_payload(&self, payload: &[u8]) -> Result<()> {
-        let node = self.keeper.node.as_str();
-        self.keeper
-            .session
-            .check_size("a group member's node", node.len() + payload.len())?;
-        *lock(&self.keeper.payload) = payload.to_vec();
-        let epoch = self.keeper.session.epoch().await?;
-        self.keeper.write_payload(&epoch).await?;
-        debug!(node, "member payload set");
-        Ok(())
+        self.node.set_data(payload).await
     }
 
     /// Leaves the group: stops keeping the node and deletes it.
     ///
     /// # Errors
     ///
-    /// [`Error::SessionClosed`], [`Error::ConnectionLost`] (the node is then deleted in the
+    /// [`Error::SessionClosed`](crate::Error::SessionClosed), [`Error::ConnectionLost`](crate::Error::ConnectionLost) (the node is then deleted in the
     /// background, or goes with the session).
     ///
     /// # Cancel safety
@@ -128,60 +125,9 @@ impl ZkGroupMember {
     /// me.leave().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn leave(mut self) -> Result<()> {
-        let _ = self.stop.send(true);
-        let left = match self.task.take() {
-            Some(task) => task
-                .await
-                .unwrap_or_else(|e| Err(Error::unexpected(format!("the keeper failed: {e}")))),
-            None => Ok(()),
-        };
+    pub async fn leave(self) -> Result<()> {
+        let left = self.node.close().await;
         info!(id = self.id, "left the group");
         left
-    }
-}
-
-impl Drop for ZkGroupMember {
-    fn drop(&mut self) {
-        // The keeper deletes the node (if it is ours) as it stops, in the background.
-        let _ = self.stop.send(true);
-    }
-}
-
-/// The group members' nodes kept on one session (in its slots): one member per node.
-#[derive(Default)]
-struct Claims(std::sync::Mutex<std::collections::HashSet<String>>);
-
-impl Claims {
-    fn members(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A group member's node claimed on its session: one member per node (given up on drop).
-pub(super) struct Claim {
-    claims: std::sync::Arc<Claims>,
-    node: String,
-}
-
-impl Claim {
-    pub(super) fn new(session: &Session, node: &str) -> Result<Claim> {
-        let claims = session.slot::<Claims>();
-        if !claims.members().insert(node.to_owned()) {
-            return Err(Error::MemberIdTaken {
-                path: node.to_owned(),
-                session_id: session.session_id().unwrap_or(0),
-            });
-        }
-        Ok(Claim {
-            claims,
-            node: node.to_owned(),
-        })
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.claims.members().remove(&self.node);
     }
 }

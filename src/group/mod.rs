@@ -1,32 +1,25 @@
 //! [`ZkGroup`] and [`ZkGroupMember`]: group membership on Curator's `GroupMember` layout, a
 //! member's node kept across session expiries. This file: the group and its reader (one
-//! pipelined burst of reads, the watches of `changed`); `member.rs`: the member's handle and
-//! the session's claims (one member per node); `keeper.rs`: the task that keeps the node.
+//! pipelined burst of reads, the watches of `changed`); `member.rs`: the member's handle, on
+//! a [`ZkKeptNode`](crate::ZkKeptNode) (`src/kept/`, which keeps the node and the session's
+//! claims: one member per node).
 
-mod keeper;
 mod member;
 
-use keeper::Keeper;
-use member::Claim;
 pub use member::ZkGroupMember;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
 
-use tokio::sync::watch;
 use tracing::{debug, debug_span, info, Instrument};
 use zookeeper_client as zk;
 
 use crate::claim::{claim, Make};
 use crate::error::{Error, Result};
+use crate::kept::{KeptMode, Options, ZkKeptNode};
 use crate::layout::kind::RecipeKind;
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
-
-/// How often one registration is tried before its error is returned (a group directory reaped
-/// between its create and the member's, an old node of ours deleted, a lost reply).
-pub(super) const ATTEMPTS: u32 = 8;
 
 /// The members of a group as read at one moment: each member's id (its node's name) and
 /// payload (its node's data).
@@ -221,70 +214,23 @@ impl ZkGroup {
             .check_size("a group member's node", node.as_str().len() + payload.len())?;
         let span = debug_span!("join", path = %node);
         async {
-            // One member per node on a session: a second would share the first's node.
-            let claim = Claim::new(&self.session, node.as_str())?;
+            let mark = RecipeKind::Group.mark();
             let epoch = self.session.epoch().await?;
-            self.check(&epoch, Make::Container(&RecipeKind::Group.mark()))
-                .await?;
-            let keeper = Arc::new(Keeper {
-                session: self.session.clone(),
-                group: self.path.clone(),
-                node: node.as_str().to_owned(),
-                payload: Mutex::new(payload.to_vec()),
-                ours: Mutex::new(Vec::new()),
-            });
-            // The registration runs in a task of its own, which deletes the node it made
-            // unless this future takes the member (`taken`), so that a dropped join leaves
-            // nothing behind whenever it is dropped.
-            let (made_tx, made) = tokio::sync::oneshot::channel::<Result<Claim>>();
-            let (taken, taken_rx) = tokio::sync::oneshot::channel::<()>();
-            let registering = {
-                let (keeper, epoch) = (keeper.clone(), epoch.clone());
-                async move {
-                    match keeper.register(&epoch).await {
-                        Err(e) => {
-                            // A create may have landed before the error (a lost reply, a
-                            // broken connection): the node must not stay.
-                            let _ = keeper.delete_if_ours(&epoch).await;
-                            drop(claim);
-                            let _ = made_tx.send(Err(e));
-                        }
-                        Ok(()) => match made_tx.send(Ok(claim)) {
-                            // The join is gone: so must the node be.
-                            Err(claim) => {
-                                let _ = keeper.delete_if_ours(&epoch).await;
-                                drop(claim);
-                            }
-                            Ok(()) => {
-                                if taken_rx.await.is_err() {
-                                    let _ = keeper.delete_if_ours(&epoch).await;
-                                }
-                            }
-                        },
-                    }
-                }
+            self.check(&epoch, Make::Container(&mark)).await?;
+            let options = Options {
+                parent_data: mark,
+                patient: false,
+                what: "a group member's node",
             };
-            tokio::spawn(registering.in_current_span());
-            let claim = made
-                .await
-                .map_err(|_| Error::unexpected("the registration task ended".to_owned()))??;
-            // No await from here on: the member is built and the task told at once.
-            let (stop, stopped) = watch::channel(false);
-            let (registered_tx, registered) = watch::channel(true);
-            let task = tokio::spawn(
-                keeper
-                    .clone()
-                    .keep(epoch, stopped, registered_tx, claim)
-                    .in_current_span(),
-            );
-            let _ = taken.send(());
+            // From here on a dropped join drops the kept node, whose keeper deletes the node
+            // it made (if any) as it stops: nothing is left behind.
+            let node =
+                ZkKeptNode::start_with(&self.session, node, KeptMode::Ephemeral, payload, options)?;
+            node.created().await?;
             info!(id, "joined the group");
             Ok(ZkGroupMember {
-                keeper,
+                node,
                 id: id.to_owned(),
-                stop,
-                registered,
-                task: Some(task),
             })
         }
         .instrument(span)
