@@ -163,7 +163,10 @@ mod tests {
         let moved = before.iter().filter(|(p, o)| joined[*p] != **o).count();
         let taken = joined.values().filter(|o| **o == "worker-6").count();
         // At least half a fair share, at most the bound.
-        assert!((64 / 14..=64usize.div_ceil(7)).contains(&taken), "took {taken}");
+        assert!(
+            (64 / 14..=64usize.div_ceil(7)).contains(&taken),
+            "took {taken}"
+        );
         assert!(
             moved <= taken + 64 / 7,
             "moved {moved}, of which {taken} to the newcomer"
