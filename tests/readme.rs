@@ -11,10 +11,11 @@
 
 use std::error::Error as StdError;
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 use zk_recipes::{
-    FencingToken, LeaderElection, LossPolicy, Session, SessionOptions, ZkGroup, ZkMutex,
-    ZkSharedCount,
+    FencingToken, LeaderElection, LossPolicy, RetryPolicy, Session, SessionOptions, ZkAtomicLong,
+    ZkDoubleBarrier, ZkGroup, ZkMutex, ZkSharedCount,
 };
 
 type R = Result<(), Box<dyn StdError>>;
@@ -84,6 +85,17 @@ async fn the_other_recipes(session: Session) -> R {
     let members = group.members().await?;
     let next = group.changed(&members).await?; // someone joined, left or changed its payload
     me.leave().await?;
+
+    let barrier = ZkDoubleBarrier::new(&session, "/jobs/nightly/barrier", 8)?;
+    let inside = barrier.enter_timeout(Duration::from_secs(60)).await?;
+    // ... the computation ...
+    inside.leave_timeout(Duration::from_secs(60)).await?;
+
+    let orders = ZkAtomicLong::new(&session, "/counters/orders", RetryPolicy::default())?;
+    let result = orders.increment().await?;
+    if result.succeeded() {
+        println!("order {}", result.post_value());
+    }
     Ok(())
 }
 

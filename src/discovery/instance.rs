@@ -316,13 +316,14 @@ impl From<Wire> for ServiceInstance {
     fn from(wire: Wire) -> ServiceInstance {
         let (payload, payload_class) = match wire.payload {
             Some(Value::Object(mut object)) => {
-                let class = match object.remove("@class") {
-                    Some(Value::String(class)) => Some(class),
-                    Some(other) => {
-                        object.insert("@class".into(), other);
-                        None
-                    }
-                    None => None,
+                // A string "@class" is the class; anything else stays a field, in place.
+                // shift_remove: the other fields keep Java's order (remove would swap).
+                let class = match object.get("@class") {
+                    Some(Value::String(_)) => match object.shift_remove("@class") {
+                        Some(Value::String(class)) => Some(class),
+                        _ => None,
+                    },
+                    _ => None,
                 };
                 (Some(Value::Object(object)), class)
             }

@@ -10,7 +10,7 @@
 //! `STATIC` or `PERMANENT` one persistent, the service's directory a container, re-registration
 //! after a new session. Differences: a registration never deletes a node someone else made at
 //! its path (Curator's deletes it and makes its own) but fails with
-//! [`Error::MemberIdTaken`](crate::Error::MemberIdTaken); `DYNAMIC_SEQUENTIAL` instances are
+//! [`Error::MemberIdTaken`]; `DYNAMIC_SEQUENTIAL` instances are
 //! read but not registered; the base path's own parents are persistent nodes.
 //!
 //! # Example
