@@ -13,9 +13,11 @@ use std::error::Error as StdError;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use zk_recipes::discovery::{ServiceInstance, Strategy, ZkServiceDiscovery};
 use zk_recipes::{
-    FencingToken, LeaderElection, LossPolicy, RetryPolicy, Session, SessionOptions, ZkAtomicLong,
-    ZkDoubleBarrier, ZkGroup, ZkMutex, ZkSharedCount,
+    FencingToken, KeptMode, LeaderElection, LockRef, LossPolicy, RetryPolicy, Session,
+    SessionOptions, ZkAtomicLong, ZkDoubleBarrier, ZkGroup, ZkKeptNode, ZkMultiLock, ZkMutex,
+    ZkPartitioner, ZkSharedCount,
 };
 
 type R = Result<(), Box<dyn StdError>>;
@@ -96,6 +98,30 @@ async fn the_other_recipes(session: Session) -> R {
     if result.succeeded() {
         println!("order {}", result.post_value());
     }
+
+    let inventory = LockRef::mutex("/locks/inventory");
+    let order = LockRef::key("/locks/orders", "order-42");
+    let both = ZkMultiLock::new(&session, [inventory, order])?;
+    let held = both.lock().await?; // all or none; a token per lock in held.tokens()
+    held.release().await?;
+
+    let queues: Vec<String> = (0..64).map(|i| format!("queue-{i}")).collect();
+    let partitioner = ZkPartitioner::new(&session, "/work/queues", queues)?;
+    let me = partitioner.join("worker-7").await?;
+    let mine = me.acquired().await?; // mine.owned(): partition -> token
+    me.leave().await?;
+
+    let node = ZkKeptNode::start(&session, "/workers/w-7", KeptMode::Ephemeral, b"idle")?;
+    node.created().await?;
+    node.set_data(b"busy").await?; // kept across re-creations
+    node.close().await?; // deleted
+
+    let discovery = ZkServiceDiscovery::new(&session, "/services")?;
+    let instance = ServiceInstance::new("billing", "billing-7");
+    let registration = discovery.register(&instance).await?;
+    let provider = discovery.provider("billing", Strategy::RoundRobin).await?;
+    let next = provider.instance(); // an instance to call, if any is up
+    registration.unregister().await?;
     Ok(())
 }
 
