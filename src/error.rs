@@ -227,6 +227,17 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The servers lack what the operation needs: a [`ZkTreeCache`](crate::ZkTreeCache) needs
+    /// persistent recursive watches (`addWatch`, ZooKeeper 3.6 and later). Not retryable: use
+    /// newer servers.
+    #[error("{path:?}: the server does not support this: {reason}")]
+    Unsupported {
+        /// The path the operation was on.
+        path: String,
+        /// What is missing.
+        reason: &'static str,
+    },
+
     /// A service instance (service discovery on Curator's layout) that cannot be registered or
     /// read as one: its node's data is not a `ServiceInstance` JSON, or an instance's name or
     /// id is not one node name. Not retryable: fix the instance (or the node someone wrote).

@@ -139,6 +139,7 @@
 
 mod atomic;
 mod barrier;
+mod cache;
 mod claim;
 mod count;
 pub mod discovery;
@@ -168,6 +169,7 @@ mod tls;
 
 pub use atomic::{AtomicStats, AtomicValue, PromotedToLock, RetryPolicy, ZkAtomicLong};
 pub use barrier::{DoubleBarrierEntry, ZkBarrier, ZkDoubleBarrier};
+pub use cache::{CachedNode, TreeCacheOptions, TreeEvent, TreeEvents, TreeSnapshot, ZkTreeCache};
 pub use count::{VersionedCount, ZkSharedCount};
 pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
 pub use error::{Error, Result, RootKind};
