@@ -474,3 +474,138 @@ async fn bad_input_gets_a_typed_error_and_a_closed_session_stops_the_cache() {
     let err = within("refused", 30, late.initialized()).await.unwrap_err();
     assert!(matches!(err, Error::SessionClosed), "{err:?}");
 }
+
+/// The Java peer's next line of output.
+async fn next_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    what: &str,
+) -> String {
+    within(what, 60, lines.next_line())
+        .await
+        .unwrap()
+        .expect("the Java cache ended")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curators_cache_and_ours_on_one_tree_end_with_the_same_view() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let classes = tempfile::tempdir().unwrap();
+    let jars: Vec<&str> = include_str!("../examples/bench-peers/classpath.txt")
+        .lines()
+        .collect();
+    let classpath = match support::compile_java(
+        "tests/java/CacheView.java",
+        &jars,
+        "libcurator-recipes-java libcurator-framework-java",
+        classes.path(),
+    )
+    .await
+    {
+        Ok(classpath) => classpath,
+        Err(why) => {
+            println!("not run: Curator's CuratorCache needs Java ({why})");
+            return;
+        }
+    };
+    let zk = Zk::start("cache-curator").await;
+    let (raw, session) = (zk.raw().await, zk.session().await);
+    let options = persistent();
+    raw.create("/shared", b"", &options).await.unwrap();
+    for g in 0..10 {
+        raw.create(&format!("/shared/g{g}"), b"g", &options)
+            .await
+            .unwrap();
+        for n in 0..100 {
+            raw.create(&format!("/shared/g{g}/n{n}"), b"v0", &options)
+                .await
+                .unwrap();
+        }
+    }
+    let mut java = tokio::process::Command::new("java")
+        .arg("-cp")
+        .arg(classpath)
+        .arg("CacheView")
+        .arg(&zk.connect)
+        .arg("/shared")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = java.stdin.take().unwrap();
+    let mut lines = BufReader::new(java.stdout.take().unwrap()).lines();
+    assert_eq!(
+        next_line(&mut lines, "Curator's cache initialized").await,
+        "initialized"
+    );
+    let cache = ZkTreeCache::start(&session, "/shared", TreeCacheOptions::new()).unwrap();
+    within("ours initialized", 30, cache.initialized())
+        .await
+        .unwrap();
+
+    // Churn from a third session while both follow.
+    let mut rng = StdRng::seed_from_u64(11);
+    for round in 0..10 {
+        let pending: Vec<_> = (0..100)
+            .map(|i| {
+                let (g, n) = (rng.random_range(0..10), rng.random_range(0..120));
+                let path = format!("/shared/g{g}/n{n}");
+                let (raw, options) = (&raw, &options);
+                let op = rng.random_range(0..3);
+                async move {
+                    let r = match op {
+                        0 => raw.create(&path, b"new", options).await.map(|_| ()),
+                        1 => raw
+                            .set_data(&path, format!("r{round}-{i}").as_bytes(), None)
+                            .await
+                            .map(|_| ()),
+                        _ => raw.delete(&path, None).await,
+                    };
+                    match r {
+                        Ok(()) | Err(zkc::Error::NoNode) | Err(zkc::Error::NodeExists) => {}
+                        Err(e) => panic!("churn: {e}"),
+                    }
+                }
+            })
+            .collect();
+        futures::future::join_all(pending).await;
+    }
+    raw.create("/shared/zz-marker", b"end", &options)
+        .await
+        .unwrap();
+    stdin.write_all(b"wait /shared/zz-marker\n").await.unwrap();
+    assert_eq!(
+        next_line(&mut lines, "Curator saw the marker").await,
+        "seen /shared/zz-marker"
+    );
+    let want = fresh_read(&raw, "/shared").await;
+    within("ours converged", 60, async {
+        while as_fresh(&cache.snapshot()) != want {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    stdin.write_all(b"dump\n").await.unwrap();
+    let mut curator = Fresh::new();
+    loop {
+        let l = next_line(&mut lines, "Curator's dump").await;
+        if l == "end" {
+            break;
+        }
+        let f: Vec<&str> = l.split('\t').collect();
+        let data = (0..f[3].len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&f[3][i..i + 2], 16).unwrap())
+            .collect();
+        curator.insert(
+            f[0].to_owned(),
+            (f[1].parse().unwrap(), f[2].parse().unwrap(), data),
+        );
+    }
+    println!("{} nodes in both views", curator.len());
+    assert_eq!(curator, want, "Curator's view is the tree");
+    assert_eq!(as_fresh(&cache.snapshot()), curator, "ours is Curator's");
+    drop(stdin);
+    let _ = within("Java exits", 30, java.wait()).await;
+}
