@@ -16,8 +16,8 @@ use std::time::Duration;
 use zk_recipes::discovery::{ServiceInstance, Strategy, ZkServiceDiscovery};
 use zk_recipes::{
     FencingToken, KeptMode, LeaderElection, LockRef, LossPolicy, RetryPolicy, Session,
-    SessionOptions, ZkAtomicLong, ZkDoubleBarrier, ZkGroup, ZkKeptNode, ZkMultiLock, ZkMutex,
-    ZkPartitioner, ZkSharedCount,
+    SessionOptions, TreeCacheOptions, ZkAtomicLong, ZkDoubleBarrier, ZkGroup, ZkKeptNode,
+    ZkMultiLock, ZkMutex, ZkPartitioner, ZkSharedCount, ZkTreeCache,
 };
 
 type R = Result<(), Box<dyn StdError>>;
@@ -115,6 +115,13 @@ async fn the_other_recipes(session: Session) -> R {
     node.created().await?;
     node.set_data(b"busy").await?; // kept across re-creations
     node.close().await?; // deleted
+
+    let cache = ZkTreeCache::start(&session, "/config", TreeCacheOptions::new())?;
+    cache.initialized().await?;
+    let (view, mut changes) = cache.subscribe(); // view.get(path), view.children(path)
+    while let Some(change) = changes.recv().await {
+        println!("{change:?}"); // Created, Changed, Deleted
+    }
 
     let discovery = ZkServiceDiscovery::new(&session, "/services")?;
     let instance = ServiceInstance::new("billing", "billing-7");
