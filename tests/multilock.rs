@@ -43,14 +43,14 @@ fn node_dir(name: &str) -> String {
     }
 }
 
-/// How long the workers run: `ZK_MULTILOCK_SECS`, 20 s by default (the file stays under
-/// about 45 s).
+/// How long the workers run: `ZK_MULTILOCK_SECS`, 30 s by default, as the issue asks (the
+/// file stays under about 55 s).
 fn run_for() -> Duration {
     Duration::from_secs(
         std::env::var("ZK_MULTILOCK_SECS")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(20),
+            .unwrap_or(30),
     )
 }
 
