@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{wait_children, within, Zk};
+use support::{stat_until, wait_children, within, Zk};
 use zk_recipes::{Error, Members, ZkGroup};
 use zk_testcontainers::expire_session;
 use zookeeper_client as zkc;
@@ -21,25 +21,6 @@ async fn members_until(group: &ZkGroup, what: &str, until: impl Fn(&Members) -> 
             members = group.changed(&members).await.unwrap();
         }
         members
-    })
-    .await
-}
-
-/// Waits (on watches) until `path`'s stat (`None`: no node) satisfies `until`, and returns it.
-async fn stat_until(
-    raw: &zkc::Client,
-    what: &str,
-    path: &str,
-    until: impl Fn(Option<&zkc::Stat>) -> bool,
-) -> Option<zkc::Stat> {
-    within(what, 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(path).await.unwrap();
-            if until(stat.as_ref()) {
-                return stat;
-            }
-            watcher.changed().await;
-        }
     })
     .await
 }

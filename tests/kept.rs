@@ -12,29 +12,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::{wait_deleted, within, Zk};
+use support::{stat_until, wait_deleted, within, Zk};
 use zk_recipes::{Error, KeptMode, KeptState, ZkKeptNode};
 use zk_testcontainers::{expire_session, scaled};
 use zookeeper_client as zkc;
-
-/// Waits (on the node's watches) until `path`'s stat (`None`: no node) satisfies `until`.
-async fn stat_until(
-    raw: &zkc::Client,
-    what: &str,
-    path: &str,
-    until: impl Fn(Option<&zkc::Stat>) -> bool,
-) -> Option<zkc::Stat> {
-    within(what, 30, async {
-        loop {
-            let (stat, watcher) = raw.check_and_watch_stat(path).await.unwrap();
-            if until(stat.as_ref()) {
-                return stat;
-            }
-            watcher.changed().await;
-        }
-    })
-    .await
-}
 
 /// Waits until the kept node's state satisfies `until`, and returns it.
 async fn state_until(
@@ -47,6 +28,16 @@ async fn state_until(
         state.wait_for(|s| until(s)).await.unwrap().clone()
     })
     .await
+}
+
+/// Someone deletes our node at `path` and makes their own ("theirs") in one transaction, so
+/// the keeper cannot make ours again in between.
+async fn swap_in_a_namesake(raw: &zkc::Client, path: &str) {
+    let mut multi = raw.new_multi_writer();
+    multi.add_delete(path, None).unwrap();
+    let persistent = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+    multi.add_create(path, b"theirs", &persistent).unwrap();
+    multi.commit().await.unwrap();
 }
 
 fn deletions() -> usize {
@@ -244,16 +235,7 @@ async fn a_namesake_is_never_written_or_deleted_and_ours_comes_back_once_it_goes
         let node = ZkKeptNode::start(&session, path, mode, b"ours").unwrap();
         node.created().await.unwrap();
         // In one transaction someone deletes ours and makes their own at the path.
-        let mut multi = raw.new_multi_writer();
-        multi.add_delete(path, None).unwrap();
-        multi
-            .add_create(
-                path,
-                b"theirs",
-                &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
-            )
-            .unwrap();
-        multi.commit().await.unwrap();
+        swap_in_a_namesake(&raw, path).await;
         let theirs = raw.check_stat(path).await.unwrap().unwrap();
         state_until(&node, "ours missing", |s| *s == KeptState::Missing).await;
         // Our data changes while the namesake is there: only the kept data does.
@@ -273,16 +255,7 @@ async fn a_namesake_is_never_written_or_deleted_and_ours_comes_back_once_it_goes
         assert_eq!(raw.get_data(path).await.unwrap().0, b"ours-2", "{mode:?}");
 
         // And once more, but then we close while theirs is there: theirs stays.
-        let mut multi = raw.new_multi_writer();
-        multi.add_delete(path, None).unwrap();
-        multi
-            .add_create(
-                path,
-                b"theirs",
-                &zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all()),
-            )
-            .unwrap();
-        multi.commit().await.unwrap();
+        swap_in_a_namesake(&raw, path).await;
         state_until(&node, "ours missing again", |s| *s == KeptState::Missing).await;
         node.close().await.unwrap();
         assert_eq!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use support::bed::children_and_watch;
-use support::history::{Entry, Grant, History, Outcome, Probe, Release, Store, Write};
+use support::history::{read_store, Grant, History, Outcome, Probe, Release, Write};
 use support::{contenders, wait_children, within, Zk};
 use zk_recipes::{Error, LockRef, LossReason, ZkMultiLock, ZkMutex};
 use zk_testcontainers::scaled;
@@ -52,30 +52,6 @@ fn run_for() -> Duration {
             .and_then(|s| s.parse().ok())
             .unwrap_or(30),
     )
-}
-
-/// The store's final state for `name`: the counter, and the operations in creation order.
-async fn read_store(raw: &zkc::Client, name: &str) -> Store {
-    let (data, _) = raw.get_data(&format!("{COUNTERS}/{name}")).await.unwrap();
-    let counter = std::str::from_utf8(&data).unwrap().parse().unwrap();
-    let mut log = Vec::new();
-    for op in raw.list_children(&format!("{OPS}/{name}")).await.unwrap() {
-        let (data, stat) = raw.get_data(&format!("{OPS}/{name}/{op}")).await.unwrap();
-        let token = std::str::from_utf8(&data).unwrap().parse().unwrap();
-        log.push((
-            stat.czxid,
-            Entry {
-                op,
-                token,
-                shared: false,
-            },
-        ));
-    }
-    log.sort_by_key(|(czxid, _)| *czxid);
-    Store {
-        counter,
-        log: log.into_iter().map(|(_, e)| e).collect(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use support::bed::worker::{parse_event, Sink};
-use support::history::{Entry, Grant, History, Outcome, Probe, Release, Store, Write};
+use support::history::{read_store, Grant, History, Outcome, Probe, Release, Write};
 use support::{within, Zk};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
@@ -257,29 +257,6 @@ async fn settled(
     }
 }
 
-async fn read_store(raw: &zkc::Client, p: &str) -> Store {
-    let (data, _) = raw.get_data(&format!("{COUNTERS}/{p}")).await.unwrap();
-    let counter = std::str::from_utf8(&data).unwrap().parse().unwrap();
-    let mut log = Vec::new();
-    for op in raw.list_children(&format!("{OPS}/{p}")).await.unwrap() {
-        let (data, stat) = raw.get_data(&format!("{OPS}/{p}/{op}")).await.unwrap();
-        let token = std::str::from_utf8(&data).unwrap().parse().unwrap();
-        log.push((
-            stat.czxid,
-            Entry {
-                op,
-                token,
-                shared: false,
-            },
-        ));
-    }
-    log.sort_by_key(|(czxid, _)| *czxid);
-    Store {
-        counter,
-        log: log.into_iter().map(|(_, e)| e).collect(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_members_never_share_a_partition_through_joins_leaves_a_freeze_and_an_expiry() {
     let zk = Zk::start("partition-six").await;
@@ -489,6 +466,25 @@ async fn six_members_never_share_a_partition_through_joins_leaves_a_freeze_and_a
         expired_at.elapsed().max(took)
     ));
 
+    // Every partition has had an accepted write by its owner (the members write on).
+    within("every partition written", 60, {
+        let history = history.clone();
+        async move {
+            history
+                .wait_until(|e| {
+                    let written: BTreeSet<&str> = e
+                        .writes
+                        .iter()
+                        .filter(|w| matches!(w.outcome, Outcome::Accepted))
+                        .map(|w| w.lock.as_str())
+                        .collect();
+                    written.len() == 64
+                })
+                .await
+        }
+    })
+    .await;
+
     // Everyone stops; then every partition is locked once more, at once.
     drop(child_stdin);
     let status = within("the child exits", 60, child.wait()).await.unwrap();
@@ -535,9 +531,6 @@ async fn six_members_never_share_a_partition_through_joins_leaves_a_freeze_and_a
         report.refused >= 1,
         "the woken member's stale write was refused"
     );
-    let partitions_written: BTreeSet<String> =
-        history.read(|e| e.writes.iter().map(|w| w.lock.clone()).collect());
-    assert_eq!(partitions_written.len(), 64, "every partition written");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

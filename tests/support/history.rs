@@ -848,3 +848,28 @@ fn no_lock_node_left(events: &Events, locks: &[LockView], v: &mut Vec<Violation>
         }
     }
 }
+
+/// The store's final state for `name` as the fenced tests lay it out: the counter at
+/// `/counters/{name}`, and the operations under `/ops/{name}` in creation (zxid) order.
+pub async fn read_store(raw: &zookeeper_client::Client, name: &str) -> Store {
+    let (data, _) = raw.get_data(&format!("/counters/{name}")).await.unwrap();
+    let counter = std::str::from_utf8(&data).unwrap().parse().unwrap();
+    let mut log = Vec::new();
+    for op in raw.list_children(&format!("/ops/{name}")).await.unwrap() {
+        let (data, stat) = raw.get_data(&format!("/ops/{name}/{op}")).await.unwrap();
+        let token = std::str::from_utf8(&data).unwrap().parse().unwrap();
+        log.push((
+            stat.czxid,
+            Entry {
+                op,
+                token,
+                shared: false,
+            },
+        ));
+    }
+    log.sort_by_key(|(czxid, _)| *czxid);
+    Store {
+        counter,
+        log: log.into_iter().map(|(_, e)| e).collect(),
+    }
+}

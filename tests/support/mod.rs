@@ -368,3 +368,23 @@ pub async fn compile_java(
         Ok(_) => Ok(classpath),
     }
 }
+
+/// Waits (on the node's watches) until `path`'s stat (`None`: no node) satisfies `until`, and
+/// returns it.
+pub async fn stat_until(
+    raw: &zookeeper_client::Client,
+    what: &str,
+    path: &str,
+    until: impl Fn(Option<&zookeeper_client::Stat>) -> bool,
+) -> Option<zookeeper_client::Stat> {
+    within(what, 30, async {
+        loop {
+            let (stat, watcher) = raw.check_and_watch_stat(path).await.unwrap();
+            if until(stat.as_ref()) {
+                return stat;
+            }
+            watcher.changed().await;
+        }
+    })
+    .await
+}
