@@ -126,6 +126,26 @@ struct Inner {
     failed: Option<Error>,
 }
 
+impl Inner {
+    /// Sends `events` (already applied) to every subscriber still there.
+    fn send(&mut self, events: &[TreeEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        self.subscribers.retain(|s| !s.is_closed());
+        for subscriber in &self.subscribers {
+            for event in events {
+                let _ = subscriber.send(event.clone());
+            }
+        }
+        debug!(
+            events = events.len(),
+            nodes = self.tree.len(),
+            "tree cache changed"
+        );
+    }
+}
+
 impl Shared {
     fn inner(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -149,17 +169,17 @@ impl Shared {
             return;
         }
         tree::replay(Arc::make_mut(&mut inner.tree), &events);
-        inner.subscribers.retain(|s| !s.is_closed());
-        for subscriber in &inner.subscribers {
-            for event in &events {
-                let _ = subscriber.send(event.clone());
-            }
-        }
-        debug!(
-            events = events.len(),
-            nodes = inner.tree.len(),
-            "tree cache changed"
-        );
+        inner.send(&events);
+    }
+
+    /// After a full read: the differences from the cache published, and the cache replaced by
+    /// `fresh` (the same tree, built anew: a map built from sorted entries is packed, about
+    /// half the size of one grown by inserts).
+    pub(crate) fn replace(&self, fresh: BTreeMap<String, CachedNode>) {
+        let mut inner = self.inner();
+        let events = tree::diff(&inner.tree, &fresh);
+        inner.tree = Arc::new(fresh.into_iter().collect());
+        inner.send(&events);
     }
 
     fn is_initialized(&self) -> bool {

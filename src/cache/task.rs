@@ -142,8 +142,8 @@ fn take(event: zk::WatchedEvent, dirty: &mut BTreeSet<String>) -> Next {
 /// Reads the whole tree and publishes its differences from the cache; the first time, then
 /// `Initialized`.
 async fn resync(shared: &Shared, epoch: &Epoch) -> Result<()> {
-    let fresh = read::tree(shared, epoch).await?;
-    shared.publish(|cached| tree::diff(cached, &fresh));
+    // The read is handed over before `Initialized`: nothing of it is left over.
+    shared.replace(read::tree(shared, epoch).await?);
     shared.initialize();
     Ok(())
 }
