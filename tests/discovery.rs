@@ -196,6 +196,15 @@ async fn java_and_rust_services_find_each_other_and_see_each_other_leave() {
         }
     })
     .await;
+    // The handle says so once its keeper has looked (just after the node is back).
+    let mut state = registration.node().watch_state();
+    within(
+        "registered again, as the handle says",
+        30,
+        state.wait_for(|s| s.path().is_some()),
+    )
+    .await
+    .unwrap();
     assert!(registration.is_registered());
     assert_eq!(java.query("billing").await.get("rust-1"), Some(&mine));
 
