@@ -102,7 +102,8 @@ async fn one_session(shared: &Shared) -> Result<()> {
             match n {
                 Next::Read => {}
                 Next::Disconnected => (connected, lost_events) = (false, true),
-                Next::Reconnected => connected = true,
+                // Connected again after a break, seen or not: read everything.
+                Next::Reconnected => (connected, lost_events) = (true, true),
                 // No `changed()` after a terminal event (it would panic).
                 Next::Over => return Ok(()),
             }
