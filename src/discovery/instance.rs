@@ -290,9 +290,8 @@ impl ServiceInstance {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Wire {
-    #[serde(default)]
+    // Curator always writes both: without them a node is no instance.
     name: String,
-    #[serde(default)]
     id: String,
     #[serde(default)]
     address: Option<String>,
