@@ -28,7 +28,7 @@ async fn burst(
     children: bool,
 ) -> std::result::Result<Vec<Read>, zk::Error> {
     enum Pending<D, K, S> {
-        Data(D, Option<K>),
+        Data(D),
         Kids(K),
         Stat(S),
     }
@@ -36,40 +36,61 @@ async fn burst(
     for path in paths {
         // Each call sends its request at once; the futures only await the answers.
         pending.push(match (shared.data, children) {
-            (true, _) => Pending::Data(
-                client.get_data(path),
-                children.then(|| client.get_children(path)),
-            ),
+            (true, _) => Pending::Data(client.get_data(path)),
             (false, true) => Pending::Kids(client.get_children(path)),
             (false, false) => Pending::Stat(client.check_stat(path)),
         });
     }
-    let mut out = Vec::with_capacity(paths.len());
-    for (path, p) in paths.iter().zip(pending) {
-        let read = match p {
-            Pending::Data(data, kids) => {
-                let data = data.await;
-                let kids = match kids {
-                    Some(kids) => Some(kids.await),
-                    None => None,
-                };
-                match (data, kids) {
-                    (Ok((data, stat)), None) => Ok(Some((CachedNode::new(stat, Some(data)), None))),
-                    (Ok((data, stat)), Some(Ok((kids, _)))) => {
-                        Ok(Some((CachedNode::new(stat, Some(data)), Some(kids))))
-                    }
-                    // Deleted between the two reads: the event will tell.
-                    (Ok(_), Some(Err(zk::Error::NoNode))) => Ok(None),
-                    (Err(e), _) | (_, Some(Err(e))) => Err(e),
-                }
-            }
+    let mut reads = Vec::with_capacity(paths.len());
+    for p in pending {
+        reads.push(match p {
+            Pending::Data(data) => data
+                .await
+                .map(|(data, stat)| Some((CachedNode::new(stat, Some(data)), None))),
             Pending::Kids(kids) => kids
                 .await
                 .map(|(kids, stat)| Some((CachedNode::new(stat, None), Some(kids)))),
             Pending::Stat(stat) => stat
                 .await
                 .map(|stat| stat.map(|stat| (CachedNode::new(stat, None), None))),
-        };
+        });
+    }
+    // Data mode: the children only of the nodes whose stat says they have some (a leaf costs
+    // one request; a child made after the stat was read is an event of the watch).
+    if shared.data && children {
+        let listings: Vec<_> = paths
+            .iter()
+            .zip(&reads)
+            .map(|(path, read)| match read {
+                Ok(Some((node, _))) if node.stat().num_children > 0 => {
+                    Some(client.get_children(path))
+                }
+                _ => None,
+            })
+            .collect();
+        for (read, listing) in reads.iter_mut().zip(listings) {
+            let kids = match listing {
+                Some(listing) => match listing.await {
+                    Ok((kids, _)) => kids,
+                    // Deleted between the two reads: the event will tell.
+                    Err(zk::Error::NoNode) => {
+                        *read = Ok(None);
+                        continue;
+                    }
+                    Err(e) => {
+                        *read = Err(e);
+                        continue;
+                    }
+                },
+                None => Vec::new(),
+            };
+            if let Ok(Some((_, slot))) = read {
+                *slot = Some(kids);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(paths.len());
+    for (path, read) in paths.iter().zip(reads) {
         out.push(match read {
             Ok(read) => read,
             Err(zk::Error::NoNode) => None,
@@ -92,7 +113,6 @@ pub(crate) async fn tree(shared: &Shared, epoch: &Epoch) -> Result<BTreeMap<Stri
         let client = epoch.client()?;
         let mut tree = BTreeMap::new();
         let mut level = vec![shared.root.as_str().to_owned()];
-        let mut requests = 0usize;
         while !level.is_empty() {
             let mut next = Vec::new();
             for chunk in level.chunks(BURST) {
@@ -104,7 +124,6 @@ pub(crate) async fn tree(shared: &Shared, epoch: &Epoch) -> Result<BTreeMap<Stri
                     }
                     Err(e) => return Err(epoch.error(e, chunk[0].as_str())),
                 };
-                requests += chunk.len() * if shared.data { 2 } else { 1 };
                 for (path, read) in chunk.iter().zip(reads) {
                     let Some((node, kids)) = read else { continue };
                     for kid in kids.unwrap_or_default() {
@@ -122,7 +141,7 @@ pub(crate) async fn tree(shared: &Shared, epoch: &Epoch) -> Result<BTreeMap<Stri
             }
             level = next;
         }
-        debug!(nodes = tree.len(), requests, "tree read");
+        debug!(nodes = tree.len(), "tree read");
         return Ok(tree);
     }
 }
