@@ -192,10 +192,11 @@ impl Shared {
         if self.is_initialized() {
             return;
         }
+        // Live first: whoever reads `Initialized` sees the cache initialized.
+        self.phase.send_replace(Phase::Live);
         for subscriber in &inner.subscribers {
             let _ = subscriber.send(TreeEvent::Initialized);
         }
-        self.phase.send_replace(Phase::Live);
         debug!(nodes = inner.tree.len(), "tree cache initialized");
     }
 
@@ -206,8 +207,9 @@ impl Shared {
 
     /// The task is over: streams end.
     fn stop(&self) {
-        self.inner().subscribers.clear();
+        // Stopped first: whoever sees its stream end sees the cache stopped.
         self.phase.send_replace(Phase::Stopped);
+        self.inner().subscribers.clear();
     }
 }
 
