@@ -286,6 +286,8 @@ pub struct FencedWrite<'c> {
     writer: zk::CheckWriter<'c>,
     epoch: Arc<Epoch>,
     guard: String,
+    /// The grant's token: what storage that keeps its own fence compares.
+    token: FencingToken,
     /// The grant's suspension count (see `LossPolicy::Suspension`).
     since: u64,
     /// What the grant's watch has seen of its node.
@@ -334,6 +336,7 @@ impl fmt::Debug for FencedWrite<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FencedWrite")
             .field("guard", &self.guard)
+            .field("token", &self.token)
             .field("size", &self.size)
             .finish_non_exhaustive()
     }
@@ -355,6 +358,7 @@ impl<'c> FencedWrite<'c> {
         client: &'c zk::Client,
         epoch: Arc<Epoch>,
         guard: String,
+        token: FencingToken,
         version: Option<i32>,
         since: u64,
         loss: tokio::sync::watch::Receiver<Option<crate::LossReason>>,
@@ -368,11 +372,31 @@ impl<'c> FencedWrite<'c> {
             writer,
             epoch,
             guard,
+            token,
             since,
             loss,
             chroot,
             size,
         })
+    }
+
+    /// The fencing token of the grant this write is fenced by: the one to write into the
+    /// transaction's data where other storage compares tokens too. It is the grant's for the
+    /// write's whole life: a grant lost and taken again since has a new token and needs a new
+    /// write, so the token written and the ownership checked always belong together.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = guard.client()?;
+    /// let mut write = guard.fenced_write(&client)?;
+    /// let token = write.token();
+    /// assert_eq!(token, guard.token());
+    /// write.add_set_data("/app/config", format!("v2 by {token}").as_bytes(), None)?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> FencingToken {
+        self.token
     }
 
     /// The transaction's size on the wire so far, in bytes, estimated from above (what

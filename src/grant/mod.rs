@@ -380,6 +380,7 @@ impl Grant {
             client,
             self.epoch.clone(),
             self.path.clone(),
+            self.token,
             (version >= 0).then_some(version),
             self.since,
             self.fate.loss.clone(),
