@@ -592,3 +592,58 @@ async fn bad_input_gets_a_typed_error_and_leaves_no_node() {
         .unwrap_or_default()
         .is_empty());
 }
+
+/// A partition's lock node deleted by someone else while its member lives: the member stops
+/// owning it, a fenced write prepared before the delete (or asked for after it) is refused and
+/// changes nothing, and the member takes the partition again with a larger token; the other
+/// partition's lock is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitions_lock_deleted_behind_a_live_member_is_refused_then_retaken() {
+    let zk = Zk::start("partition-deleted").await;
+    let (raw, session) = (zk.raw().await, zk.session().await);
+    raw.create("/data", b"0", &PERSISTENT).await.unwrap();
+    let partitioner = ZkPartitioner::new(&session, ROOT, ["a", "b"]).unwrap();
+    let member = partitioner.join("w1").await.unwrap();
+    within("w1 acquired", 30, member.acquired()).await.unwrap();
+    let (before_a, before_b) = (member.token("a").unwrap(), member.token("b").unwrap());
+    let client = session.client().await.unwrap();
+
+    let dir = format!("{ROOT}/locks/a");
+    let nodes = support::contenders(&raw, &dir).await;
+    assert_eq!(nodes.len(), 1, "one lock node for a: {nodes:?}");
+    let b_nodes = support::contenders(&raw, &format!("{ROOT}/locks/b")).await;
+    let mut prepared = member.fenced_write("a", &client).unwrap();
+    assert_eq!(prepared.token(), before_a);
+    prepared.add_set_data("/data", b"stale", None).unwrap();
+    raw.delete(&format!("{dir}/{}", nodes[0]), None).await.unwrap();
+
+    // The prepared write: refused by the server's check, nothing changed.
+    let err = within("prepared write", 30, prepared.commit()).await.unwrap_err();
+    assert!(matches!(err, Error::Lost { .. }), "{err:?}");
+    assert_eq!(raw.get_data("/data").await.unwrap().0, b"0");
+
+    // Taken again, with a larger token; b untouched.
+    let mut rx = member.subscribe();
+    let started = Instant::now();
+    let again = within("a retaken", 30, async {
+        rx.wait_for(|a| a.owned().get("a").is_some_and(|t| *t > before_a))
+            .await
+            .unwrap()
+            .owned()["a"]
+    })
+    .await;
+    let retaken_in = started.elapsed();
+    eprintln!("a retaken in {retaken_in:?} with token {again} (was {before_a})");
+    assert!(member.owns("a"));
+    assert_eq!(member.token("b"), Some(before_b), "b's grant untouched");
+    assert_eq!(
+        support::contenders(&raw, &format!("{ROOT}/locks/b")).await,
+        b_nodes
+    );
+    let mut write = member.fenced_write("a", &client).unwrap();
+    assert_eq!(write.token(), again, "the write is fenced by the new grant");
+    write.add_set_data("/data", b"fresh", None).unwrap();
+    within("fresh write", 30, write.commit()).await.unwrap();
+    assert_eq!(raw.get_data("/data").await.unwrap().0, b"fresh");
+    member.leave().await.unwrap();
+}
