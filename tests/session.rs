@@ -336,3 +336,61 @@ async fn close_is_prompt_while_a_client_handle_lives_and_the_handle_then_says_ex
     );
     println!("close() with a client handle alive: {took:?} ms");
 }
+
+/// The requests one lock's handoff costs each side, counted by the server (`lcxid`): a holder
+/// that releases to a waiter, and the waiter that is granted and releases in turn. A release
+/// sends its delete and nothing else (no `RemoveWatches` for the grant's own watch, which the
+/// delete fires anyway); the waiter's grant costs no more than its create, its read of the
+/// queue and its two watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_costs_each_side_only_the_requests_it_needs() {
+    let zk = Zk::start("handoff-requests").await;
+    let (a, b) = (zk.session().await, zk.session().await);
+    let host = zk.server.connect_string();
+    let (ma, mb) = (
+        zk_recipes::ZkMutex::new(&a, "/locks/handoff").unwrap(),
+        Arc::new(zk_recipes::ZkMutex::new(&b, "/locks/handoff").unwrap()),
+    );
+    let raw = zk.raw().await;
+    let xid = |s: &Session| {
+        let (host, sid) = (host.clone(), s.session_id().unwrap());
+        async move {
+            cons::of_session(&host, sid)
+                .await
+                .expect("the session's connection")
+                .lcxid
+        }
+    };
+    let cycle = || async {
+        let held = ma.lock().await.unwrap();
+        let waiter = tokio::spawn({
+            let mb = mb.clone();
+            async move { mb.lock().await.unwrap() }
+        });
+        support::wait_children(&raw, "/locks/handoff", 2).await; // two contenders
+        held.release().await.unwrap();
+        let granted = within("b granted", 30, waiter).await.unwrap();
+        granted.release().await.unwrap();
+    };
+    cycle().await; // the roots, the anchor and the first watches
+    let (a0, b0) = (xid(&a).await, xid(&b).await);
+    const CYCLES: i64 = 10;
+    for _ in 0..CYCLES {
+        cycle().await;
+    }
+    // Let any request a dropped watcher would send reach the server before counting.
+    let _ = a.client().await.unwrap().sync("/").await;
+    let _ = b.client().await.unwrap().sync("/").await;
+    let (a1, b1) = (xid(&a).await - 1, xid(&b).await - 1); // the syncs
+    let (per_a, per_b) = ((a1 - a0) as f64 / CYCLES as f64, (b1 - b0) as f64 / CYCLES as f64);
+    eprintln!("requests per cycle: holder {per_a}, waiter {per_b}");
+    // The holder: create, list, the grant's data watch, the delete.
+    assert!(per_a <= 4.0, "the holder sent {per_a} requests a cycle");
+    // The waiter: create, list, the watch ahead and its own node's watch, the delete (second
+    // in line, it needs no proof of the head's release). Before the grant's watch settled on
+    // the release's delete, each side sent one or two `RemoveWatches` a cycle besides
+    // (holder 5.8, waiter 6.6 on 2026-12-03).
+    assert!(per_b <= 5.0, "the waiter sent {per_b} requests a cycle");
+    a.close().await;
+    b.close().await;
+}

@@ -169,6 +169,16 @@ impl NodeWatch {
     pub fn version(&self) -> i32 {
         self.version
     }
+
+    /// Waits, sending nothing, for a set watch to fire before it is dropped: the release's
+    /// delete fires it (so does the session's end). Dropped unfired, zookeeper-client would
+    /// send a `RemoveWatches` that the server, having fired it on the delete, answers with
+    /// `NoWatcher`: a request a cycle for nothing.
+    async fn settle(&mut self) {
+        if let Some(armed) = self.armed.take() {
+            let _ = armed.await;
+        }
+    }
 }
 
 /// What a grant's task publishes about its node.
@@ -180,15 +190,16 @@ pub(crate) struct Fate {
     /// The data version the node must be at for a fenced write (-1: any, where the data is
     /// the user's).
     pub version: Arc<AtomicI32>,
-    /// Dropped (by [`Fate::stop`], or with the grant) to end the task.
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set (by [`Fate::stop`]) or dropped (with the grant) to end the task.
+    stop: watch::Sender<bool>,
 }
 
 impl Fate {
     /// Ends the task before the grant's own release, so that the release's event costs it
-    /// nothing (no read after its node's deletion).
+    /// nothing (no read after its node's deletion): it stops reading and waits for its watch
+    /// to fire on the release's delete.
     pub fn stop(&mut self) {
-        self.stop = None;
+        self.stop.send_replace(true);
     }
 }
 
@@ -201,61 +212,84 @@ pub(crate) fn follow(epoch: Arc<Epoch>, mut watch: NodeWatch, on_change: OnChang
         OnChange::Ignore => -1,
         OnChange::Lost => watch.version(),
     }));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, mut stopped) = watch::channel(false);
     let fate = Fate {
         loss,
         revoke,
         version: version.clone(),
-        stop: Some(stop),
+        stop,
     };
     tokio::spawn(async move {
         tokio::select! {
             biased;
-            _ = stopped => {}
             _ = loss_tx.closed() => {}
-            reason = taken(&epoch, &mut watch, on_change, &revoke_tx, &version) => {
-                let _ = loss_tx.send(Some(reason));
+            reason = taken(&epoch, &mut watch, on_change, &revoke_tx, &version, &mut stopped) => {
+                if let Some(reason) = reason {
+                    let _ = loss_tx.send(Some(reason));
+                }
             }
         }
+        // Stopped between two reads, the watch is set: its own node's delete (the release's,
+        // or the janitor's after a dropped grant) or the session's end fires it.
+        watch.settle().await;
     });
     fate
 }
 
-/// Resolves when the node is observed deleted (or changed, where that ends the grant); pends
-/// forever once the session is over (the caller races it against the session's own signal).
+/// Resolves when the node is observed deleted (or changed, where that ends the grant), or with
+/// `None` once `stopped` is set or its sender dropped; pends forever once the session is over
+/// (the caller races it against the session's own signal).
+///
+/// A read that sets the watch is never cut short by the stop (the stop is looked at once it
+/// is answered): dropped half way, its watcher would be dropped unfired, and zookeeper-client
+/// would send a `RemoveWatches` for it.
 async fn taken(
     epoch: &Epoch,
     watch: &mut NodeWatch,
     on_change: OnChange,
     revoke: &watch::Sender<bool>,
     version: &AtomicI32,
-) -> LossReason {
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<LossReason> {
+    // Set, or its sender dropped with the grant.
+    let stop = |stopped: &watch::Receiver<bool>| {
+        *stopped.borrow() || stopped.has_changed().is_err()
+    };
     loop {
-        let seen = match watch.arm(epoch).await {
+        let armed = watch.arm(epoch).await;
+        if stop(stopped) {
+            return None;
+        }
+        let seen = match armed {
             Ok(false) => Seen::Gone,
             Ok(true) => {
                 publish(watch, revoke, version, on_change);
                 if on_change == OnChange::Lost && watch.version() != 0 && !watch.revoke_requested()
                 {
-                    return LossReason::NodeChanged;
+                    return Some(LossReason::NodeChanged);
                 }
-                match watch.next(epoch).await {
+                let next = tokio::select! {
+                    biased;
+                    _ = stopped.wait_for(|s| *s) => return None,
+                    next = watch.next(epoch) => next,
+                };
+                match next {
                     Ok(seen) => seen,
-                    Err(err) => match after_error(epoch, err).await {
+                    Err(err) => match after_error(epoch, err, stopped).await? {
                         // Read again once the connection is back.
                         LossReason::Suspended => continue,
-                        reason => return reason,
+                        reason => return Some(reason),
                     },
                 }
             }
-            Err(err) => match after_error(epoch, err).await {
+            Err(err) => match after_error(epoch, err, stopped).await? {
                 // Set the watch again once the connection is back.
                 LossReason::Suspended => continue,
-                reason => return reason,
+                reason => return Some(reason),
             },
         };
         match seen {
-            Seen::Gone => return deleted_or_ended(epoch, &watch.path).await,
+            Seen::Gone => return Some(deleted_or_ended(epoch, &watch.path).await),
             Seen::Ended => return std::future::pending().await,
             Seen::Nothing | Seen::Changed => continue,
         }
@@ -279,13 +313,21 @@ fn publish(
 }
 
 /// After a failed read: a run of broken connections on a session that lives on is waited out
-/// (`Suspended` here means "try again"); anything else pends (the session's end is the
-/// caller's other signal).
-async fn after_error(epoch: &Epoch, err: Error) -> LossReason {
+/// (`Suspended` here means "try again"; `None`: stopped meanwhile); anything else pends (the
+/// session's end is the caller's other signal).
+async fn after_error(
+    epoch: &Epoch,
+    err: Error,
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<LossReason> {
     if let Error::ConnectionLost = err {
-        epoch.until_reconnected().await;
+        tokio::select! {
+            biased;
+            _ = stopped.wait_for(|s| *s) => return None,
+            _ = epoch.until_reconnected() => {}
+        }
         if !epoch.is_lost() {
-            return LossReason::Suspended;
+            return Some(LossReason::Suspended);
         }
     }
     debug!(%err, "the grant's watch ends with its session");
