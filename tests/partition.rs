@@ -615,10 +615,14 @@ async fn a_partitions_lock_deleted_behind_a_live_member_is_refused_then_retaken(
     let mut prepared = member.fenced_write("a", &client).unwrap();
     assert_eq!(prepared.token(), before_a);
     prepared.add_set_data("/data", b"stale", None).unwrap();
-    raw.delete(&format!("{dir}/{}", nodes[0]), None).await.unwrap();
+    raw.delete(&format!("{dir}/{}", nodes[0]), None)
+        .await
+        .unwrap();
 
     // The prepared write: refused by the server's check, nothing changed.
-    let err = within("prepared write", 30, prepared.commit()).await.unwrap_err();
+    let err = within("prepared write", 30, prepared.commit())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Lost { .. }), "{err:?}");
     assert_eq!(raw.get_data("/data").await.unwrap().0, b"0");
 

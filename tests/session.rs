@@ -382,7 +382,10 @@ async fn a_handoff_costs_each_side_only_the_requests_it_needs() {
     let _ = a.client().await.unwrap().sync("/").await;
     let _ = b.client().await.unwrap().sync("/").await;
     let (a1, b1) = (xid(&a).await - 1, xid(&b).await - 1); // the syncs
-    let (per_a, per_b) = ((a1 - a0) as f64 / CYCLES as f64, (b1 - b0) as f64 / CYCLES as f64);
+    let (per_a, per_b) = (
+        (a1 - a0) as f64 / CYCLES as f64,
+        (b1 - b0) as f64 / CYCLES as f64,
+    );
     eprintln!("requests per cycle: holder {per_a}, waiter {per_b}");
     // The holder: create, list, the grant's data watch, the delete.
     assert!(per_a <= 4.0, "the holder sent {per_a} requests a cycle");

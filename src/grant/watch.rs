@@ -252,9 +252,8 @@ async fn taken(
     stopped: &mut watch::Receiver<bool>,
 ) -> Option<LossReason> {
     // Set, or its sender dropped with the grant.
-    let stop = |stopped: &watch::Receiver<bool>| {
-        *stopped.borrow() || stopped.has_changed().is_err()
-    };
+    let stop =
+        |stopped: &watch::Receiver<bool>| *stopped.borrow() || stopped.has_changed().is_err();
     loop {
         let armed = watch.arm(epoch).await;
         if stop(stopped) {
