@@ -1,4 +1,4 @@
-//! The README's code, compiled: each ```rust block of the guide is in a function here, as
+//! The README's code and docs/recipes.md's, compiled: each ```rust block is in a function here, as
 //! written there, and a test checks that every line of every block is in this file in order, so
 //! the README cannot show code that does not build. (The snippets name servers such as `zk1`;
 //! they are compiled, not run: the recipe tests run the same calls against real servers.)
@@ -145,28 +145,36 @@ fn tls_and_sasl() -> R {
     Ok(())
 }
 
-/// Every line of every ```rust block of the README is in this file, in order (runs of
-/// whitespace count as one space: rustfmt aligns comments its own way).
-#[test]
-fn the_readmes_code_is_in_this_file_in_order() {
+/// Every line of every ```rust block of `text` (the file `name`) is in this file, in order
+/// (runs of whitespace count as one space: rustfmt aligns comments its own way); returns how
+/// many blocks there were.
+fn in_this_file_in_order(name: &str, text: &str) -> usize {
     let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme = include_str!("../README.md");
     let this = squeeze(include_str!("readme.rs"));
-    let blocks: Vec<&str> = readme
+    let blocks: Vec<&str> = text
         .split("```rust\n")
         .skip(1)
         .map(|rest| rest.split("```").next().unwrap_or(""))
         .collect();
-    assert!(blocks.len() >= 8, "the guide's blocks: {}", blocks.len());
     let mut rest = this.as_str();
     for line in blocks.iter().flat_map(|b| b.lines()) {
         let line = squeeze(line);
         if line.is_empty() {
             continue;
         }
-        let at = rest.find(&line).unwrap_or_else(|| {
-            panic!("the README's line is not in tests/readme.rs, in order: {line}")
-        });
+        let at = rest
+            .find(&line)
+            .unwrap_or_else(|| panic!("{name}'s line is not in tests/readme.rs, in order: {line}"));
         rest = &rest[at + line.len()..];
     }
+    blocks.len()
+}
+
+/// The README's code and docs/recipes.md's, each block in its own order.
+#[test]
+fn the_readmes_code_is_in_this_file_in_order() {
+    let guide = in_this_file_in_order("README.md", include_str!("../README.md"));
+    assert!(guide >= 6, "the guide's blocks: {guide}");
+    let recipes = in_this_file_in_order("docs/recipes.md", include_str!("../docs/recipes.md"));
+    assert!(recipes >= 9, "docs/recipes.md's blocks: {recipes}");
 }
