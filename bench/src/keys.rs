@@ -1,5 +1,5 @@
-//! The keyed-lock workloads (issue #14): never-seen keys locked one after another and locked
-//! again at once (`fresh-keys`, in the rounds), the znodes a key leaves once the server's
+//! The keyed-lock workloads (issue #14): never-seen keys locked one after another, locked
+//! again at once, and once more by a client that forgot them (`fresh-keys`, in the rounds), the znodes a key leaves once the server's
 //! container reaper ran (`keys-left`) and the client's memory over many distinct keys
 //! (`keys-memory`, in a child process), both once per run on a server of their own.
 
@@ -31,6 +31,15 @@ pub struct FreshFigures {
     /// Lock + release cycles per second of each pass.
     pub fresh_cycles_per_s: Option<f64>,
     pub relock_cycles_per_s: Option<f64>,
+    /// Acquiring the same keys once more through a new value of the space, which remembers
+    /// none of them, while their directories are still there (issue #27: a key the client
+    /// forgot, locked again before the server's reaper ran).
+    #[serde(default)]
+    pub forgotten: Latency,
+    /// The server's log syncs and writes (failed transactions included: each takes a zxid)
+    /// during the forgotten pass.
+    #[serde(default)]
+    pub forgotten_log: Option<(u64, u64)>,
     /// The longest time from a key's first acquire to its relock (s): past 10 s `ZkLockSpace`
     /// no longer remembers the key.
     pub relock_age_max_s: f64,
@@ -112,6 +121,15 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
     }
     let relock_s = started.elapsed().as_secs_f64();
     let log2 = log_counters(connect).await;
+    // Forgotten: a new value of the space remembers no key; the directories are still there
+    // (the reaper runs every 60 s by default, and each was used a moment ago).
+    let forgetful = conn.space(&path, Parents::Container);
+    let mut forgotten = Vec::with_capacity(keys.len());
+    for key in &keys {
+        let (_, acquire) = cycle(&forgetful.locker(key)).await?;
+        forgotten.push(acquire);
+    }
+    let log3 = log_counters(connect).await;
     // A failed side-by-side pass leaves the passes before it standing.
     let (side, side_age_max) = side_by_side(&conn, &space, &keys, &first, dir)
         .await
@@ -134,6 +152,8 @@ async fn fresh_keys(lib: Lib, connect: &str, dir: &str, n: u64) -> Result<FreshF
         relock_age_max_s: age_max as f64 / 1e9,
         fresh_log: log_delta(log0, log1),
         relock_log: log_delta(log1, log2),
+        forgotten: Latency::of(forgotten),
+        forgotten_log: log_delta(log2, log3),
         side,
         error: None,
     })
@@ -254,6 +274,14 @@ impl FreshFigures {
 
     pub fn relock_writes_per_cycle(&self) -> Option<f64> {
         self.per_cycle(self.relock_log).map(|(_, w)| w)
+    }
+
+    pub fn forgotten_syncs_per_cycle(&self) -> Option<f64> {
+        self.per_cycle(self.forgotten_log).map(|(s, _)| s)
+    }
+
+    pub fn forgotten_writes_per_cycle(&self) -> Option<f64> {
+        self.per_cycle(self.forgotten_log).map(|(_, w)| w)
     }
 }
 

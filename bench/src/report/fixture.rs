@@ -180,6 +180,8 @@ fn fresh(peer: Peer, s: f64) -> FreshFigures {
         relock_age_max_s: 2.6 + s,
         fresh_log: Some((500 * writes as u64, 500 * writes as u64)),
         relock_log: Some((1000, 1000)),
+        forgotten: lat(relock.0 * 1.1, relock.1 * 1.1, 500, s),
+        forgotten_log: Some((1000, if ours { 1500 } else { 1000 })),
         side: if ours {
             side(450.0, 527.0, 504.0, 581.0, 532.0)
         } else {

@@ -171,6 +171,13 @@ pub const RELOCK_P50: Metric = metric(
     Unit::Ms,
     Of::Fresh(|f| f.relock.p50),
 );
+/// A key the client forgot, its directory still there (issue #27).
+pub const FORGOTTEN_P50: Metric = metric(
+    "forgotten_acquire_p50_us",
+    "forgotten acquire p50",
+    Unit::Ms,
+    Of::Fresh(|f| f.forgotten.p50),
+);
 /// The longest time from a key's first lock to its relock (s).
 pub const RELOCK_AGE: Metric = metric(
     "relock_age_max_s",

@@ -6,8 +6,8 @@ use crate::args::{Args, Peer, Workload};
 use crate::keys::FreshFigures;
 
 use super::metrics::{
-    metric, Figure, Metric, Of, ACQUIRE_P50, ACQUIRE_P99, CPU, CYCLES, FRESH_P50, HANDOFF_P50,
-    HANDOFF_P99, HANDOVER_P50, RELOCK_P50, SYNCS, WRITES_PER_SYNC,
+    metric, Figure, Metric, Of, ACQUIRE_P50, ACQUIRE_P99, CPU, CYCLES, FORGOTTEN_P50, FRESH_P50,
+    HANDOFF_P50, HANDOFF_P99, HANDOVER_P50, RELOCK_P50, SYNCS, WRITES_PER_SYNC,
 };
 use super::thousands;
 use super::unit::Unit;
@@ -139,6 +139,19 @@ pub const SECTIONS: &[Section] = &[
                 "relock syncs/cyc",
                 Unit::Dec(2),
                 Of::Fresh(FreshFigures::relock_syncs_per_cycle),
+            ),
+            FORGOTTEN_P50,
+            metric(
+                "forgotten_server_writes_per_cycle",
+                "forgotten writes/cyc",
+                Unit::Dec(2),
+                Of::Fresh(FreshFigures::forgotten_writes_per_cycle),
+            ),
+            metric(
+                "forgotten_server_log_syncs_per_cycle",
+                "forgotten syncs/cyc",
+                Unit::Dec(2),
+                Of::Fresh(FreshFigures::forgotten_syncs_per_cycle),
             ),
         ],
         absent: NO_CURATOR,
