@@ -44,8 +44,8 @@ const RECENT_KEYS: usize = 4096;
 /// holds or waits for it.
 ///
 /// Each key's directory is a ZooKeeper **container**, created in the same burst of requests as
-/// the contender's node and its listing, so a key never seen (or locked before and no longer
-/// remembered) costs about one round trip like a known one, and the server reaps the directory once its last contender is gone: a million
+/// the contender's node and its listing, so a key never seen costs about one round trip like a
+/// known one, and the server reaps the directory once its last contender is gone: a million
 /// orders locked once leave no znode. Within a key it is [`ZkMutex`](crate::ZkMutex): FIFO,
 /// one waiter woken per release, one write per handoff, Curator's node names
 /// (`_c_{uuid}-lock-NNNNNNNNNN`, unique across the directory's incarnations) and layout (`InterProcessMutex` on `{space}/{key}` with
@@ -79,8 +79,7 @@ const RECENT_KEYS: usize = 4096;
 /// # Memory
 ///
 /// The client remembers at most 4,096 recently locked keys, each for 10 s (to leave the
-/// directory's create out of the burst: a create that fails costs the server a log entry);
-/// a process that locks millions of keys does not grow.
+/// directory's create out of the burst); a process that locks millions of keys does not grow.
 ///
 /// # Example
 ///

@@ -1,6 +1,5 @@
-//! One create, as a task: the create and the listing leave back to back (for a keyed lock's
-//! directory not known to exist, the node's create and a transaction of the directory and the
-//! node, one of which makes it), a create whose reply was lost is recovered by
+//! One create, as a task: the create and the listing leave back to back (a keyed lock's fresh
+//! directory with the node in one transaction), a create whose reply was lost is recovered by
 //! its uuid and owner, names someone else took are stepped over.
 
 use std::sync::Arc;
@@ -187,15 +186,9 @@ impl CreateTask {
         }
     }
 
-    /// Sends this attempt's create: the node's create alone where its directory is known to
-    /// exist; else the node's create and, right behind it, the directory and the node in one
-    /// transaction (so no empty directory is left should the session end between them).
-    ///
-    /// Of the two, exactly one makes the node, in one round trip whether the directory is
-    /// there (a key locked before, that this client forgot) or not (a key never seen): the
-    /// plain create where the directory exists (the transaction then fails on the directory's
-    /// create), the transaction where it does not (the plain create failed with `NoNode`).
-    /// The failed one costs the server an error entry in its log, in the same burst.
+    /// Sends this attempt's create: with its keyed lock's directory in one transaction where
+    /// the directory is not known to exist (one log write for both, and no empty directory
+    /// left should the session end between them), else the node's create alone.
     fn burst_create<'c>(&'c self, client: &'c zk::Client) -> Result<BoxFuture<'c, Made>> {
         if !self.make_dir {
             let node = zk::CreateMode::EphemeralSequential.with_acls(self.session.acls());
@@ -219,34 +212,15 @@ impl CreateTask {
             .add_create(root, &[], &dir)
             .and_then(|()| multi.add_create(&self.prefix, &self.data, &node))
             .map_err(|e| self.epoch.error(e, root))?;
-        // Both leave now, in this order; ZooKeeper applies them in order.
-        let plain = client.create(&self.prefix, &self.data, &node);
         let commit = multi.commit();
-        let prefix = self.prefix.clone();
         Ok(Box::pin(async move {
-            let (plain, commit) = (plain.await, commit.await);
-            match plain {
-                Ok((stat, sequence)) => {
-                    if commit.is_ok() {
-                        // Cannot be: the directory held our node, so its create failed.
-                        return Made::Failed(zk::Error::UnexpectedError(
-                            "a key's directory was made while a node was in it".to_owned(),
-                        ));
-                    }
-                    return Made::Node(stat, format!("{prefix}{sequence}"));
-                }
-                // No directory: the transaction is the one that counts.
-                Err(zk::Error::NoNode) => {}
-                Err(e) => return Made::Failed(e),
-            }
-            match commit {
+            match commit.await {
                 Ok(mut results) => match results.pop() {
                     Some(zk::MultiWriteResult::Create { path, stat }) => Made::Node(stat, path),
                     other => Made::Failed(zk::Error::UnexpectedError(format!(
                         "a transaction of two creates answered {other:?} last"
                     ))),
                 },
-                // `NodeExists`: someone made the directory between the two.
                 Err(zk::MultiWriteError::OperationFailed { index: 0, source }) => Made::Dir(source),
                 Err(zk::MultiWriteError::OperationFailed { source, .. }) => Made::Failed(source),
                 Err(zk::MultiWriteError::RequestFailed { source }) => Made::Failed(source),
