@@ -295,7 +295,6 @@ async fn a_mutex_root_where_a_key_should_be_is_refused() {
     session.close().await;
 }
 
-/// A try on a held key answers `None` at once and leaves no node.
 /// A key no one holds is taken in one burst (its directory and node made in one transaction,
 /// the children listed): no second request. A key with a holder is still queued behind it. Counts the library's events, so it runs on a
 /// runtime of its own (`support::counting_events`).
@@ -367,6 +366,7 @@ async fn a_free_key_is_taken_in_one_burst_body() {
     b.close().await;
 }
 
+/// A try on a held key answers `None` at once and leaves no node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_on_a_held_key_says_none_and_leaves_no_node() {
     let zk = Zk::start("keyed-try").await;
