@@ -397,3 +397,117 @@ async fn a_handoff_costs_each_side_only_the_requests_it_needs() {
     a.close().await;
     b.close().await;
 }
+
+/// Whether the server's events name their transaction (ZooKeeper 3.9 does, 3.8 does not).
+async fn events_carry_zxids(raw: &zookeeper_client::Client) -> bool {
+    let path = "/events-carry-zxids";
+    let _ = raw
+        .create(
+            path,
+            b"",
+            &zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await;
+    let (_, _, watcher) = raw.get_and_watch_data(path).await.unwrap();
+    raw.set_data(path, b"x", None).await.unwrap();
+    let event = watcher.changed().await;
+    raw.delete(path, None).await.unwrap();
+    event.zxid != zookeeper_client::WatchedEvent::NO_ZXID
+}
+
+/// A third in line, whose listing had the holder ahead of the node it watches, must know that
+/// the head released (everything ahead is gone) before it holds. On a server whose events
+/// name their transaction (3.9) the node ahead's own events tell: the waiter sends nothing
+/// between the release and its grant. On 3.8 one read of the root tells, and the waiter sets
+/// no watch it could not use: its cycle costs what it did before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_in_line_knows_the_head_released_from_the_events_alone_on_3_9() {
+    let zk = Zk::start("third-in-line").await;
+    let (a, b, c) = (zk.session().await, zk.session().await, zk.session().await);
+    let host = zk.server.connect_string();
+    let path = "/locks/third";
+    let (ma, mb, mc) = (
+        zk_recipes::ZkMutex::new(&a, path).unwrap(),
+        Arc::new(zk_recipes::ZkMutex::new(&b, path).unwrap()),
+        Arc::new(zk_recipes::ZkMutex::new(&c, path).unwrap()),
+    );
+    let raw = zk.raw().await;
+    let named = events_carry_zxids(&raw).await;
+    let sid = c.session_id().unwrap();
+    let xid = || {
+        let host = host.clone();
+        async move {
+            cons::of_session(&host, sid)
+                .await
+                .expect("the session's connection")
+                .lcxid
+        }
+    };
+    // C's requests in the cycle, and those it sent after B's release, before its grant.
+    let cycle = async || {
+        let c0 = xid().await;
+        let held = ma.lock().await.unwrap();
+        let wb = tokio::spawn({
+            let mb = mb.clone();
+            async move { mb.lock().await.unwrap() }
+        });
+        support::wait_children(&raw, path, 2).await;
+        let wc = tokio::spawn({
+            let mc = mc.clone();
+            async move { mc.lock().await.unwrap() }
+        });
+        support::wait_children(&raw, path, 3).await;
+        held.release().await.unwrap();
+        let b_held = within("b granted", 30, wb).await.unwrap();
+        let watched = b_held.path().to_owned();
+        if named {
+            // C's data watch on B's node is the last request of its wait's burst.
+            within("c watches b's node", 30, async {
+                // (The server shows paths with the session's chroot.)
+                while !cons::data_watches(&host, sid)
+                    .await
+                    .iter()
+                    .any(|w| w.ends_with(&watched))
+                {
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await;
+        }
+        let before = xid().await;
+        b_held.release().await.unwrap();
+        let c_held = within("c granted", 30, wc).await.unwrap();
+        let after = xid().await;
+        c_held.release().await.unwrap();
+        let _ = c.client().await.unwrap().sync("/").await;
+        let c1 = xid().await - 1; // the sync
+        (c1 - c0, after - before)
+    };
+    // The root, the anchor; on 3.8 the one data watch from which C's session learns that the
+    // server's events name no transaction.
+    cycle().await;
+    const CYCLES: i64 = 5;
+    let (mut total, mut after_release) = (0, 0);
+    for _ in 0..CYCLES {
+        let (all, after) = cycle().await;
+        total += all;
+        after_release += after;
+    }
+    eprintln!("events carry zxids: {named}; C's requests per cycle {total}/{CYCLES}, after the release {after_release}/{CYCLES}");
+    // Create, list, its own node's watch, the child watch ahead, the proof (3.9: the data
+    // watch ahead; 3.8: the root's read), the delete.
+    assert!(
+        total <= 6 * CYCLES,
+        "C sent {total} requests in {CYCLES} cycles"
+    );
+    if named {
+        assert_eq!(
+            after_release, 0,
+            "C read after the head release on a server whose events tell"
+        );
+    }
+    for s in [a, b, c] {
+        s.close().await;
+    }
+}

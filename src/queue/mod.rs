@@ -10,15 +10,19 @@
 //! read).
 //!
 //! **Head releases.** A contender that knows it is the head of the queue (nothing live ahead of
-//! it) releases with one transaction that writes its node's name into the root's data and
-//! deletes the node (the session's `Release::NoteInParent`). A waiter for which that
-//! would tell more than a deletion (its listing had nodes ahead of the one it watches) reads the
-//! root's data once the watched node is deleted: if it names that node, and was written after
-//! the waiter's own node was made (on 3.9: by the very transaction that deleted the node),
+//! it) releases with one transaction that writes its node's name into the root's data, writes
+//! the node itself and deletes it (the session's `Release::NoteInParent`). A waiter for which
+//! that would tell more than a deletion (its listing had nodes ahead of the one it watches)
+//! proves it one of two ways. On a server whose events carry their transaction's zxid (3.9),
+//! it also set a data watch on the watched node: a change and a deletion with the same zxid
+//! are a head release, known with no read. Otherwise (3.8; or someone else's write fired the
+//! data watch first; or a reconnect came between) it reads the root's data once the watched
+//! node is deleted: if it names that node, and was written after the waiter's own node was
+//! made (on 3.9: by the very transaction that deleted the node), it is a head release. Then
 //! every node ahead of it is gone too, and the waiter decides on its listing minus all of them
 //! (for every rule here it holds, however far back it was when it listed); anything else counts
 //! as a plain deletion, which says nothing about the nodes ahead, and the waiter lists again.
-//! The second in line needs no read at all. A waiter watches the node ahead with a child watch,
+//! The second in line needs no proof at all. A waiter watches the node ahead with a child watch,
 //! which fires on its deletion only: nobody's write to a contender's node (an operator,
 //! Curator's `Revoker`) moves the queue. Only the holder's own release hands over. Peers keep
 //! working: Curator's lock recipes and `Client::lock` list again on any event, and never read a
@@ -34,7 +38,7 @@
 //!
 //! The parts: [`wait`] is the algorithm (enqueue, decide, watch one node, decide again);
 //! [`create`] puts a node in the queue (create and list in one burst, a lost reply recovered);
-//! [`deep`] finds the node ahead by name where the queue may be too deep to list;
+//! [`proof`] tells a head release from any other deletion; [`deep`] finds the node ahead by name where the queue may be too deep to list;
 //! [`root`] checks the root once (persistent, anchored, its czxid noted). The rules live with
 //! their recipes ([`exclusive`] here, as the mutex, the election and the semaphore's internal
 //! lock share it; the read/write rule in `rwlock.rs`).
@@ -42,6 +46,7 @@
 mod create;
 mod deep;
 mod owned;
+mod proof;
 mod root;
 mod task;
 mod wait;

@@ -20,6 +20,7 @@ use tracing::{debug, debug_span, Instrument};
 use zookeeper_client as zk;
 
 use super::create::Listing;
+use super::proof::{Changed, EventZxids};
 use super::{Decision, Queue, Rule, Wait};
 use crate::error::{Error, Result};
 use crate::grant::{Grant, NodeWatch, OnChange, Seen};
@@ -229,6 +230,12 @@ impl Queue {
     /// Curator's `Revoker`) wakes the waiter, and on a node already gone it leaves nothing on
     /// the server. A persistent node in the queue (`ephemeralOwner` 0) is nobody's contender:
     /// it is passed as if gone.
+    ///
+    /// With `proof`, on a server whose events name their transaction (3.9), a data watch on
+    /// `watched` goes in the same burst: a head release writes the node in the transaction
+    /// that deletes it, so a change and a deletion with one zxid prove it without a read
+    /// ([`how_gone`](Self::how_gone)). Someone else's write fires the data watch with a zxid
+    /// of its own, and only then does the proof cost the root's read.
     pub(super) async fn wait_gone(
         &self,
         epoch: &Epoch,
@@ -239,24 +246,40 @@ impl Queue {
     ) -> Result<Gone> {
         let path = self.root.child(&watched.name);
         let span = debug_span!("wait", watched = %watched.name);
+        let zxids = proof.then(|| self.session.slot::<EventZxids>());
         async {
+            // The data watch is set once: after it fired, the root's read proves instead.
+            let mut by_event = zxids.as_ref().is_some_and(|z| z.named());
+            let mut changed = Changed::default();
             loop {
                 let at = path.as_str();
+                let data = std::mem::take(&mut by_event);
                 // Our node's watch (when not set yet) and this one leave back to back, ours
                 // first: its answer, and any event of it, comes before the watched node's.
                 let (mine, theirs) = tokio::join!(
                     node.arm(epoch),
                     epoch.retry(at, |c| async move {
-                        let listed = c.get_and_watch_children(at).await;
-                        listed
-                            .map(|(_, stat, watcher)| (stat, watcher))
-                            .or_missing()
+                        let listed = c.get_and_watch_children(at);
+                        let read = data.then(|| c.get_and_watch_data(at));
+                        let read = async move {
+                            match read {
+                                Some(read) => read.await.map(|(_, _, w)| Some(w)).or_missing(),
+                                None => Ok(None),
+                            }
+                        };
+                        let (listed, read) = tokio::join!(listed, read);
+                        let listed = listed.map(|(_, stat, watcher)| (stat, watcher)).or_missing()?;
+                        Ok((listed, read?.flatten()))
                     })
                 );
                 if !mine? {
                     return Err(self.own_gone(epoch, &ours.name).await);
                 }
-                let watcher = match theirs? {
+                let (listed, data) = theirs?;
+                if let Some(watcher) = data {
+                    changed.arm(watcher, epoch.suspensions());
+                }
+                let watcher = match listed {
                     None => {
                         return self
                             .how_gone(epoch, watched, node.czxid(), proof, None)
@@ -273,13 +296,15 @@ impl Queue {
                 let event = loop {
                     tokio::select! {
                         // Ours first: ZooKeeper sends events in the order of its transactions,
-                        // so a deletion of ours that came first is seen first.
+                        // so a deletion of ours that came first is seen first. The data watch
+                        // next: a head release's change comes before its deletion.
                         biased;
                         seen = node.next(epoch) => match seen? {
                             Seen::Gone => return Err(self.own_gone(epoch, &ours.name).await),
                             Seen::Ended => return Err(epoch.over()),
                             Seen::Nothing | Seen::Changed => continue,
                         },
+                        () = changed.next() => continue,
                         event = &mut fired => break event,
                         _ = epoch.ended() => return Err(epoch.over()),
                     }
@@ -288,6 +313,14 @@ impl Queue {
                 match (event.event_type, event.session_state) {
                     (zk::EventType::NodeDeleted, _) => {
                         let zxid = (event.zxid != zk::WatchedEvent::NO_ZXID).then_some(event.zxid);
+                        if let Some(zxids) = &zxids {
+                            zxids.saw(zxid.is_some());
+                        }
+                        if zxid.is_some() && changed.by(zxid, epoch.suspensions()) {
+                            debug!("the node ahead was changed and deleted in one transaction: a head release");
+                            return Ok(Gone::AsHead);
+                        }
+                        changed.settle();
                         return self
                             .how_gone(epoch, watched, node.czxid(), proof, zxid)
                             .await;
@@ -302,35 +335,6 @@ impl Queue {
         }
         .instrument(span)
         .await
-    }
-
-    /// How `watched`, now gone, went: a head release writes the name of the node it deletes
-    /// into the root's data in the same transaction, so with `proof` one read of the root
-    /// tells. A head release it is where the data names the node and was written after our
-    /// node (`ours`: its czxid) was made (the watched node went after that: we listed it), and,
-    /// where the server says which transaction deleted it (3.9: `zxid`), by that very
-    /// transaction. Anything else counts as a plain deletion (or a head release since
-    /// overwritten by a later one), which only costs a listing.
-    async fn how_gone(
-        &self,
-        epoch: &Epoch,
-        watched: &Contender,
-        ours: i64,
-        proof: bool,
-        zxid: Option<i64>,
-    ) -> Result<Gone> {
-        if !proof {
-            return Ok(Gone::Plainly);
-        }
-        let root = self.root.as_str();
-        let read = crate::ops::read(epoch, root).await?;
-        let head = read.is_some_and(|(data, stat)| {
-            data == watched.name.as_bytes()
-                && stat.mzxid > ours
-                && zxid.is_none_or(|z| z == stat.mzxid)
-        });
-        debug!(head, "read how the watched node went");
-        Ok(if head { Gone::AsHead } else { Gone::Plainly })
     }
 
     /// The error for a node of ours seen deleted: by someone else ([`Error::Lost`]), unless

@@ -16,9 +16,11 @@ use crate::error::{connection_lost, Result};
 pub(crate) enum Release {
     /// A plain delete.
     Plain,
-    /// One transaction that writes the node's name into its parent's data (any version) and
-    /// deletes the node; where the parent refuses the write (its ACL), a plain delete. What the
-    /// note means is the caller's (the queue's head release, `queue/mod.rs`).
+    /// One transaction that writes the node's name into its parent's data (any version), writes
+    /// the node itself (empty data: its watchers see a change and the deletion with the one
+    /// transaction's zxid) and deletes it; where the parent refuses the write (its ACL), a
+    /// plain delete. What the note means is the caller's (the queue's head release,
+    /// `queue/mod.rs`).
     NoteInParent,
 }
 
@@ -82,6 +84,7 @@ async fn delete_node(
     let parent = if parent.is_empty() { "/" } else { parent };
     let mut writer = client.new_multi_writer();
     writer.add_set_data(parent, name.as_bytes(), None)?;
+    writer.add_set_data(path, &[], None)?;
     writer.add_delete(path, None)?;
     match writer.commit().await {
         Ok(_) => Ok(()),

@@ -3,6 +3,7 @@
 //! (`lcxid=`), which counts the session's requests and nothing else (zookeeper-client numbers
 //! its requests 1, 2, 3...; pings carry the xid -2, which the server does not record there).
 //! Included by path (`#[path = "support/cons.rs"] mod cons;`) where a test counts requests.
+//! `wchc` beside it: the data watches a session has set, by path.
 #![allow(dead_code)]
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +24,14 @@ pub struct Conn {
 /// The connection of session `sid` at the server of `connect` (its first host), if it has one
 /// there.
 pub async fn of_session(connect: &str, sid: i64) -> Option<Conn> {
+    let out = ask(connect, b"cons").await;
+    let needle = format!("sid={sid:#x},");
+    let line = out.lines().find(|l| l.contains(&needle))?;
+    Some(parse(line))
+}
+
+/// A four-letter word's answer from the server of `connect` (its first host).
+async fn ask(connect: &str, word: &[u8]) -> String {
     let host = connect
         .split('/')
         .next()
@@ -31,12 +40,38 @@ pub async fn of_session(connect: &str, sid: i64) -> Option<Conn> {
         .next()
         .unwrap();
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    stream.write_all(b"cons").await.unwrap();
+    stream.write_all(word).await.unwrap();
     let mut out = String::new();
     stream.read_to_string(&mut out).await.unwrap();
-    let needle = format!("sid={sid:#x},");
-    let line = out.lines().find(|l| l.contains(&needle))?;
-    Some(parse(line))
+    out
+}
+
+/// The paths on which session `sid` has a data watch (`getData`, `exists`) at the server of
+/// `connect`, from `wchc` (which lists data watches only, not child watches).
+pub async fn data_watches(connect: &str, sid: i64) -> Vec<String> {
+    watches_in(&ask(connect, b"wchc").await, sid)
+}
+
+/// The paths listed under session `sid` in a `wchc` answer.
+fn watches_in(out: &str, sid: i64) -> Vec<String> {
+    let head = format!("{sid:#x}");
+    out.lines()
+        .skip_while(|l| l.trim() != head)
+        .skip(1)
+        .take_while(|l| l.starts_with('\t'))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_wchc_answer_parses() {
+    let out = "0x100000da6df0004\n\t/a/lock-1\n\t/a/lock-2\n0x100000da6df0005\n\t/b\n";
+    assert_eq!(
+        watches_in(out, 0x100000da6df0004),
+        ["/a/lock-1", "/a/lock-2"]
+    );
+    assert_eq!(watches_in(out, 0x100000da6df0005), ["/b"]);
+    assert!(watches_in(out, 0x1).is_empty());
 }
 
 /// `field=value` of a `cons` line.
