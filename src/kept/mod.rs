@@ -1,7 +1,7 @@
 //! [`ZkKeptNode`]: a node the library keeps, as Curator's `PersistentNode` does: made again
 //! in each new ZooKeeper session (for the ephemeral modes) and after anyone deletes it, with
 //! the latest data set on it; deleted when the handle closes or drops. This file: the handle
-//! and its modes; `keeper.rs`: the task that keeps the node; `claims.rs`: one kept node per
+//! and its modes; `keeper/`: the task that keeps the node; `claims.rs`: one kept node per
 //! path on a session.
 //!
 //! Ownership. The library deletes and writes only a node it made: an ephemeral node whose

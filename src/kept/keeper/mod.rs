@@ -1,7 +1,11 @@
 //! The task that keeps a node: it looks at the node (a watch on it), makes it when it is not
 //! there as ours, deletes an earlier session's node of ours in the way, stays out while a
 //! namesake is there, and deletes the node when stopped. The one implementation behind
-//! [`ZkKeptNode`](super::ZkKeptNode) and the group's members.
+//! [`ZkKeptNode`](super::ZkKeptNode) and the group's members. `look.rs` tells whose a node at
+//! the path is; `make.rs` makes it.
+
+mod look;
+mod make;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,9 +18,9 @@ use zookeeper_client as zk;
 use super::{Claim, KeptMode, KeptState, Options};
 use crate::error::{connection_lost, Error, Result};
 use crate::layout::names::PROTECTED_PREFIX;
-use crate::ops::OrMissing;
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
+use look::{Look, Owner};
 
 /// How often one creation is tried before its error is returned (a parent reaped between
 /// its create and ours, an old node of ours deleted, a lost reply).
@@ -55,39 +59,12 @@ struct Ours {
     current: Option<String>,
 }
 
-/// Whose a node at our path is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Owner {
-    /// Ours, on this session (or persistent and made by us).
-    Live,
-    /// Ours, of an earlier session that may live on at the server: deleted.
-    Stale,
-    /// Someone else's: never touched.
-    Foreign,
-}
-
-/// What a look at the node found.
-enum Look {
-    Ours(String, zk::OneshotWatcher),
-    Foreign(i64, zk::OneshotWatcher),
-    Gone,
-    /// Something changed (an old node of ours deleted, ours found by its name): look again.
-    Again,
-}
-
 /// What one pass of the keeper's loop ended with.
 enum Step {
     Again,
     Failed(Error),
     Stopped,
     Closed,
-}
-
-/// What one create did.
-enum Made {
-    Done,
-    NoParent,
-    Look,
 }
 
 impl Shared {
@@ -153,278 +130,6 @@ impl Shared {
             "/" => format!("/{name}"),
             parent => format!("{parent}/{name}"),
         }
-    }
-
-    fn owner_of(&self, epoch: &Epoch, stat: &zk::Stat) -> Owner {
-        let ours = lock(&self.ours);
-        if self.mode.is_ephemeral() {
-            match stat.ephemeral_owner {
-                owner if !ours.sessions.contains(&owner) => Owner::Foreign,
-                owner if owner == epoch.id() => Owner::Live,
-                _ => Owner::Stale,
-            }
-        } else if ours.czxids.contains(&stat.czxid) {
-            Owner::Live
-        } else {
-            Owner::Foreign
-        }
-    }
-
-    /// A persistent create whose reply we did not see: ours when the node at the path has the
-    /// data sent and was made after the parent's last child change read before sending.
-    async fn resolve_pending(&self, epoch: &Epoch) -> Result<()> {
-        let Some((before, sent)) = lock(&self.ours).pending.clone() else {
-            return Ok(());
-        };
-        let found = crate::ops::read(epoch, self.path.as_str()).await?;
-        let mut ours = lock(&self.ours);
-        if let Some((data, stat)) = found {
-            if stat.czxid > before && data == sent && !ours.czxids.contains(&stat.czxid) {
-                debug!(path = %self.path, "a create whose reply was lost made our node");
-                ours.czxids.push(stat.czxid);
-            }
-        }
-        ours.pending = None;
-        Ok(())
-    }
-
-    /// Looks at the node, with a watch on it.
-    async fn look(&self, epoch: &Epoch) -> Result<Look> {
-        if self.mode == KeptMode::ProtectedEphemeralSequential {
-            return self.look_protected(epoch).await;
-        }
-        self.resolve_pending(epoch).await?;
-        let path = self.path.as_str();
-        let (stat, watcher) = epoch
-            .retry(path, |c| async move { c.check_and_watch_stat(path).await })
-            .await?;
-        let Some(stat) = stat else {
-            return Ok(Look::Gone);
-        };
-        match self.owner_of(epoch, &stat) {
-            Owner::Live => Ok(Look::Ours(path.to_owned(), watcher)),
-            Owner::Foreign => Ok(Look::Foreign(stat.ephemeral_owner, watcher)),
-            Owner::Stale => {
-                debug!(
-                    path,
-                    owner = format_args!("{:#x}", stat.ephemeral_owner),
-                    "deleting our earlier session's node"
-                );
-                crate::ops::delete_where(epoch, path, stat.version).await?;
-                Ok(Look::Again)
-            }
-        }
-    }
-
-    /// The protected node: at the path last known, or found among the parent's children by
-    /// the uuid in its name (a create whose reply was lost, a new session).
-    async fn look_protected(&self, epoch: &Epoch) -> Result<Look> {
-        let current = lock(&self.ours).current.clone();
-        if let Some(path) = current.as_deref() {
-            let (stat, watcher) = epoch
-                .retry(path, |c| async move { c.check_and_watch_stat(path).await })
-                .await?;
-            if stat.is_some_and(|s| self.owner_of(epoch, &s) == Owner::Live) {
-                return Ok(Look::Ours(path.to_owned(), watcher));
-            }
-        }
-        let mut found = None;
-        for (path, stat) in self.ours_in_parent(epoch).await? {
-            match self.owner_of(epoch, &stat) {
-                Owner::Live if found.is_none() => found = Some(path),
-                Owner::Foreign => {}
-                // An earlier session's, or a second of this session's (cannot be): deleted.
-                _ => {
-                    debug!(%path, "deleting an older node of ours");
-                    crate::ops::delete_where(epoch, &path, stat.version).await?;
-                }
-            }
-        }
-        let again = found.is_some();
-        lock(&self.ours).current = found;
-        Ok(if again { Look::Again } else { Look::Gone })
-    }
-
-    /// The parent's children whose names carry our uuid, with their stats.
-    async fn ours_in_parent(&self, epoch: &Epoch) -> Result<Vec<(String, zk::Stat)>> {
-        let parent = self.parent();
-        let children = epoch
-            .retry(parent, |c| async move {
-                c.list_children(parent).await.or_missing()
-            })
-            .await?
-            .unwrap_or_default();
-        let mut found = Vec::new();
-        for name in children {
-            let Some(sequence) = name.strip_prefix(self.protected.as_str()) else {
-                continue;
-            };
-            if sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let path = self.in_parent(&name);
-            let p = path.as_str();
-            if let Some(stat) = epoch
-                .retry(p, |c| async move { c.check_stat(p).await })
-                .await?
-            {
-                found.push((path, stat));
-            }
-        }
-        Ok(found)
-    }
-
-    /// Makes the node on `epoch` (its parent too).
-    async fn make(&self, epoch: &Epoch) -> Result<()> {
-        if self.mode.is_ephemeral() {
-            let mut ours = lock(&self.ours);
-            if !ours.sessions.contains(&epoch.id()) {
-                ours.sessions.push(epoch.id());
-            }
-        }
-        for _ in 0..ATTEMPTS {
-            let generation = self.generation.load(Ordering::SeqCst);
-            let data = self.data();
-            let made = match self.mode {
-                KeptMode::ProtectedEphemeralSequential => {
-                    self.create_protected(epoch, &data).await?
-                }
-                _ => self.create_plain(epoch, &data).await?,
-            };
-            match made {
-                Made::Done => {
-                    if self.generation.load(Ordering::SeqCst) != generation {
-                        self.write_data(epoch).await?;
-                    }
-                    return Ok(());
-                }
-                Made::NoParent => self.make_parent(epoch).await?,
-                Made::Look => return Ok(()),
-            }
-        }
-        Err(Error::unexpected(format!(
-            "{} could not be made in {ATTEMPTS} attempts",
-            self.path
-        )))
-    }
-
-    async fn create_plain(&self, epoch: &Epoch, data: &[u8]) -> Result<Made> {
-        let path = self.path.as_str();
-        let acls = self.session.acls();
-        let options = match self.mode {
-            KeptMode::Ttl(ttl) => zk::CreateMode::Persistent.with_acls(acls).with_ttl(ttl),
-            KeptMode::Persistent => zk::CreateMode::Persistent.with_acls(acls),
-            _ => zk::CreateMode::Ephemeral.with_acls(acls),
-        };
-        let options = &options;
-        if !self.mode.is_ephemeral() {
-            let parent = self.parent();
-            let Some(stat) = epoch
-                .retry(parent, |c| async move { c.check_stat(parent).await })
-                .await?
-            else {
-                return Ok(Made::NoParent);
-            };
-            lock(&self.ours).pending = Some((stat.pzxid, data.to_vec()));
-        }
-        let made = epoch
-            .retry(path, |c| async move {
-                match c.create(path, data, options).await {
-                    Ok((stat, _)) => Ok(Ok(stat)),
-                    Err(
-                        e @ (zk::Error::NodeExists | zk::Error::NoNode | zk::Error::Unimplemented),
-                    ) => Ok(Err(e)),
-                    Err(e) => Err(e),
-                }
-            })
-            .await;
-        let made = match made {
-            Ok(made) => made,
-            Err(e) => {
-                // Sent perhaps: the next look reads the node to know.
-                return if connection_lost_error(&e) {
-                    Ok(Made::Look)
-                } else {
-                    Err(e)
-                };
-            }
-        };
-        match made {
-            Ok(stat) => {
-                let mut ours = lock(&self.ours);
-                ours.pending = None;
-                if !self.mode.is_ephemeral() {
-                    ours.czxids.push(stat.czxid);
-                }
-                debug!(path, "kept node made");
-                Ok(Made::Done)
-            }
-            Err(zk::Error::NoNode) => {
-                lock(&self.ours).pending = None;
-                Ok(Made::NoParent)
-            }
-            Err(zk::Error::Unimplemented) => {
-                lock(&self.ours).pending = None;
-                Err(Error::TtlRefused {
-                    path: path.to_owned(),
-                    reason: "the server does not take TTL nodes (zookeeper.extendedTypesEnabled=true enables them)",
-                })
-            }
-            // There already: ours from a lost reply (written with the latest data), an earlier
-            // session's of ours, or a namesake; the next look decides.
-            Err(_) => {
-                self.resolve_pending(epoch).await?;
-                let stat = epoch
-                    .retry(path, |c| async move { c.check_stat(path).await })
-                    .await?;
-                if let Some(stat) = stat.filter(|s| self.owner_of(epoch, s) == Owner::Live) {
-                    if stat.data_length as usize != data.len() || self.data() != data {
-                        self.write_data(epoch).await?;
-                    }
-                }
-                Ok(Made::Look)
-            }
-        }
-    }
-
-    async fn create_protected(&self, epoch: &Epoch, data: &[u8]) -> Result<Made> {
-        let base = self.in_parent(&self.protected);
-        let base = base.as_str();
-        let options = &zk::CreateMode::EphemeralSequential.with_acls(self.session.acls());
-        // A sequential create is not sent again: after a broken connection the next look
-        // finds the node (if it was made) by the uuid in its name.
-        let made = crate::ops::send_once(epoch, base, |c| async move {
-            match c.create(base, data, options).await {
-                Ok((_, sequence)) => Ok(Some(sequence)),
-                Err(zk::Error::NoNode) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })
-        .await;
-        match made {
-            Ok(Some(sequence)) => {
-                let path = format!("{base}{sequence}");
-                debug!(%path, "kept node made");
-                lock(&self.ours).current = Some(path);
-                Ok(Made::Done)
-            }
-            Ok(None) => Ok(Made::NoParent),
-            Err(Error::ConnectionLost) => {
-                epoch.until_reconnected().await;
-                Ok(Made::Look)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The parent as a container with its data, its own parents persistent.
-    async fn make_parent(&self, epoch: &Epoch) -> Result<()> {
-        let parent = self.parent();
-        if parent == "/" {
-            return Err(Error::unexpected(format!("no root for {}", self.path)));
-        }
-        let mode = zk::CreateMode::Container;
-        crate::ops::ensure_node(epoch, &self.session, parent, &self.parent_data, mode).await
     }
 
     /// Writes the kept data into the node if it is ours on `epoch` (never into anyone
