@@ -402,6 +402,12 @@ async fn cancelled_campaigns_leave_no_nodes() {
         assert!(r.unwrap(), "nobody can win while the leader holds");
         cancelled += 1;
     }
+    // A cancelled campaign's create may still be on its way to the server (its node is then
+    // deleted once the reply comes): a sync on B's session is answered only after every
+    // request sent before it, so no node can appear after it, and the count below is final
+    // once it reaches one. (Without it, a loaded machine saw the count at one while seven
+    // creates were still in flight, 2026-12-03.)
+    b.client().await.unwrap().sync(ROOT).await.unwrap();
     wait_children(&raw, ROOT, 1).await;
     assert_eq!(
         contenders(&raw, ROOT).await.len(),
