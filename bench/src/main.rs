@@ -102,6 +102,7 @@
 
 mod args;
 mod census;
+mod child;
 mod curator;
 mod diagnostics;
 mod floor;

@@ -165,38 +165,21 @@ async fn waiters(
 
 /// Runs the waiters workload of `lib` in a child process (this program again).
 pub async fn run_waiters(lib: Lib, connect: &str, path: &str, n: usize) -> WaiterFigures {
-    let failed = |error: String| WaiterFigures {
-        error: Some(error),
-        ..WaiterFigures::default()
-    };
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return failed(format!("current_exe: {e}")),
-    };
-    let output = tokio::process::Command::new(exe)
-        .args([
-            "--child-waiters",
-            lib.key(),
-            "--connect",
-            connect,
-            "--path",
-            path,
-        ])
-        .args(["--waiters", &n.to_string()])
-        .kill_on_drop(true)
-        .output();
-    let output = match tokio::time::timeout(Duration::from_secs(300), output).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(e)) => return failed(format!("child: {e}")),
-        Err(_) => return failed("child did not finish within 300 s".into()),
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
-        return failed(format!(
-            "child printed no result: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    };
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| failed(format!("child's result unreadable ({e}): {line}")))
+    let waiters = n.to_string();
+    let args = [
+        "--child-waiters",
+        lib.key(),
+        "--connect",
+        connect,
+        "--path",
+        path,
+        "--waiters",
+        &waiters,
+    ];
+    crate::child::run(&args, Duration::from_secs(300))
+        .await
+        .unwrap_or_else(|error| WaiterFigures {
+            error: Some(error),
+            ..WaiterFigures::default()
+        })
 }

@@ -80,32 +80,21 @@ pub(super) async fn run_key_memory(
     n: u64,
     limit: Duration,
 ) -> MemoryFigures {
-    let failed = |error: String| MemoryFigures {
-        keys: n,
-        error: Some(error),
-        ..MemoryFigures::default()
-    };
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return failed(format!("current_exe: {e}")),
-    };
-    let output = tokio::process::Command::new(exe)
-        .args(["--child-keys", "--connect", connect, "--path", path])
-        .args(["--keys", &n.to_string()])
-        .kill_on_drop(true)
-        .output();
-    let output = match tokio::time::timeout(limit, output).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(e)) => return failed(format!("child: {e}")),
-        Err(_) => return failed(format!("child did not finish within {limit:?}")),
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
-        return failed(format!(
-            "child printed no result: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    };
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| failed(format!("child's result unreadable ({e}): {line}")))
+    let keys = n.to_string();
+    let args = [
+        "--child-keys",
+        "--connect",
+        connect,
+        "--path",
+        path,
+        "--keys",
+        &keys,
+    ];
+    crate::child::run(&args, limit)
+        .await
+        .unwrap_or_else(|error| MemoryFigures {
+            keys: n,
+            error: Some(error),
+            ..MemoryFigures::default()
+        })
 }
