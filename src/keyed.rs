@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::claim::{claim, Make};
@@ -15,7 +15,7 @@ use crate::layout::kind::RecipeKind;
 use crate::mutex::never_none;
 use crate::path::Naming;
 use crate::path::ZkPath;
-use crate::queue::{exclusive, Queue, Rule, Wait};
+use crate::queue::{exclusive, DirGuess, Queue, Rule, Wait};
 use crate::session::Session;
 
 /// The mutex's rule, on Curator's protected names (`_c_{uuid}-lock-NNNNNNNNNN`): a reaped
@@ -81,6 +81,12 @@ const RECENT_KEYS: usize = 4096;
 /// The client remembers at most 4,096 recently locked keys, each for 10 s (to leave the
 /// directory's create out of the burst); a process that locks millions of keys does not grow.
 ///
+/// For a key it does not remember, the space guesses from its last such keys whether the
+/// directory is there (a lock per order: never; a few hot keys that other processes lock too:
+/// always), and sends the burst for that case: one round trip when the guess is right, two
+/// (and a failed write on the server) when it is wrong. ZooKeeper has no single request that
+/// is right for both cases.
+///
 /// # Example
 ///
 /// ```no_run
@@ -98,6 +104,8 @@ pub struct ZkLockSpace {
     session: Session,
     space: ZkPath,
     recent: Mutex<RecentKeys>,
+    /// Whether the directory of a key not in `recent` is there (see `queue/guess.rs`).
+    unknown_dirs: Arc<DirGuess>,
     /// Set once the space is known to be a lock space (made and marked on first use).
     space_checked: tokio::sync::OnceCell<()>,
 }
@@ -131,6 +139,7 @@ impl ZkLockSpace {
             session: session.clone(),
             space: ZkPath::new(path)?,
             recent: Mutex::new(RecentKeys::default()),
+            unknown_dirs: Arc::default(),
             space_checked: tokio::sync::OnceCell::new(),
         })
     }
@@ -230,8 +239,8 @@ impl ZkLockSpace {
         let name = key::encode(key)?;
         let dir = ZkPath::new(self.space.child(&name))?;
         self.check_space().await?;
-        let fresh = !self.recent().seen(&name);
-        let queue = Queue::container(&self.session, dir, fresh);
+        let known = self.recent().seen(&name);
+        let queue = Queue::container(&self.session, dir, known, &self.unknown_dirs);
         let acquired = queue.acquire(RULE, RULE.names[0], None, wait).await;
         match &acquired {
             Ok(_) => self.recent().saw(name),

@@ -366,6 +366,91 @@ async fn a_free_key_is_taken_in_one_burst_body() {
     b.close().await;
 }
 
+/// Keys a space does not remember cost one burst once it has learnt their sort: a new space
+/// value finds 20 directories someone else holds (a forgotten key's case) and pays a second
+/// burst for the first only; then 20 keys nobody ever locked, of which the first two pay one
+/// (its guess, settled on "there", turns on the second contrary key). Counts the library's
+/// events, so it runs on a runtime of its own (`support::counting_events`).
+#[test]
+fn keys_a_space_does_not_remember_cost_one_burst_once_it_has_learnt_their_sort() {
+    support::counting_events(keys_a_space_does_not_remember_body());
+}
+
+async fn keys_a_space_does_not_remember_body() {
+    let zk = Zk::start("keyed-unknown").await;
+    let counter = support::events();
+    let (a, b) = (zk.session().await, zk.session().await);
+    let raw = zk.raw().await;
+    // Held by another session, so that no directory can be reaped under the test.
+    let holder = ZkLockSpace::new(&a, "/locks/unknown").unwrap();
+    let mut held = Vec::new();
+    for i in 0..20 {
+        held.push(holder.lock(&format!("hot-{i}")).await.unwrap());
+    }
+    let asked = [
+        "listed",
+        "the key's directory is there; creating in it",
+        "the key's directory is gone; creating it again",
+    ];
+    let count = || asked.map(|e| counter.get(e));
+    let since = |before: [usize; 3]| {
+        let now = count();
+        [0, 1, 2].map(|i| now[i] - before[i])
+    };
+    let forgetful = ZkLockSpace::new(&b, "/locks/unknown").unwrap();
+    let before = count();
+    for i in 0..20 {
+        let key = format!("hot-{i}");
+        assert!(forgetful.try_lock(&key).await.unwrap().is_none(), "{key}");
+    }
+    let n = since(before);
+    println!("20 keys held elsewhere: {n:?} of {asked:?}");
+    assert_eq!(n[0], 20, "one listing per key");
+    assert_eq!(n[1], 1, "a second burst for the first key only");
+    assert_eq!(n[2], 0, "no directory taken to be there was missing");
+    for i in 0..20 {
+        let dir = format!("/locks/unknown/hot-{i}");
+        assert_eq!(
+            raw.list_children(&dir).await.unwrap().len(),
+            1,
+            "{dir}: the tries left nothing"
+        );
+    }
+
+    let before = count();
+    let mut guards = Vec::new();
+    for i in 0..20 {
+        guards.push(forgetful.lock(&format!("new-{i}")).await.unwrap());
+    }
+    let n = since(before);
+    println!("20 keys never seen: {n:?} of {asked:?}");
+    assert_eq!(n[0], 20, "one listing per key");
+    assert_eq!(n[1], 0, "no directory taken to be missing was there");
+    assert_eq!(n[2], 2, "a second burst for the first two keys only");
+    for (i, guard) in guards.iter().enumerate() {
+        let dir = format!("/locks/unknown/new-{i}");
+        let children = raw.list_children(&dir).await.unwrap();
+        let [node] = &children[..] else {
+            panic!("{dir}: {children:?}");
+        };
+        let stat = raw
+            .check_stat(&format!("{dir}/{node}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            guard.token(),
+            FencingToken::new(stat.czxid as u64),
+            "{dir}/{node}"
+        );
+    }
+    for guard in guards.into_iter().chain(held) {
+        guard.release().await.unwrap();
+    }
+    a.close().await;
+    b.close().await;
+}
+
 /// A try on a held key answers `None` at once and leaves no node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_on_a_held_key_says_none_and_leaves_no_node() {

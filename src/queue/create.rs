@@ -197,6 +197,7 @@ impl Queue {
             root_czxid,
             make_dir: matches!(self.mode, RootMode::Container { fresh: true }),
             container: matches!(self.mode, RootMode::Container { .. }),
+            learn: self.unknown_dir.clone(),
             list,
         };
         tokio::spawn(async move {

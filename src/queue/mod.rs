@@ -45,6 +45,7 @@
 
 mod create;
 mod deep;
+mod guess;
 mod owned;
 mod proof;
 mod root;
@@ -60,6 +61,7 @@ use crate::session::Session;
 
 pub(crate) use create::Created;
 use deep::Depths;
+pub(crate) use guess::DirGuess;
 
 pub(crate) use crate::layout::rules::{exclusive, Decision};
 
@@ -99,6 +101,9 @@ pub(crate) struct Queue {
     mode: RootMode,
     /// The session's depth hints (kept in its slots, see `deep.rs`).
     depths: Arc<Depths>,
+    /// A keyed lock's directory the client does not remember: the space's guess, which its
+    /// create's outcome teaches (see `guess.rs`).
+    unknown_dir: Option<Arc<DirGuess>>,
 }
 
 /// What a queue's root is, and so what its tokens are.
@@ -114,7 +119,7 @@ pub(crate) enum RootMode {
     /// fencing tokens.
     Unanchored,
     /// A keyed lock's directory: a container, created in the same burst as the contender
-    /// (`fresh`: not known to exist) and reaped by the server once idle. Its sequence restarts
+    /// (`fresh`: taken not to exist) and reaped by the server once idle. Its sequence restarts
     /// with every incarnation, so the token is the contender node's creation zxid.
     Container {
         /// Whether to create the directory in the burst.
@@ -131,6 +136,7 @@ impl Queue {
             root_czxid: Mutex::new(None),
             mode: RootMode::Anchored(kind),
             depths: session.slot::<Depths>(),
+            unknown_dir: None,
         })
     }
 
@@ -144,14 +150,19 @@ impl Queue {
         })
     }
 
-    /// A keyed lock's queue on its container directory `root` (see [`RootMode::Container`]).
-    pub fn container(session: &Session, root: ZkPath, fresh: bool) -> Queue {
+    /// A keyed lock's queue on its container directory `root` (see [`RootMode::Container`]):
+    /// one the client saw lately (`known`) is taken to exist; else `guess` says, and learns
+    /// from the create whether it did.
+    pub fn container(session: &Session, root: ZkPath, known: bool, guess: &Arc<DirGuess>) -> Queue {
         Queue {
             session: session.clone(),
             root,
             root_czxid: Mutex::new(None),
-            mode: RootMode::Container { fresh },
+            mode: RootMode::Container {
+                fresh: !known && !guess.exists(),
+            },
             depths: session.slot::<Depths>(),
+            unknown_dir: (!known).then(|| guess.clone()),
         }
     }
 

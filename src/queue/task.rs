@@ -13,6 +13,7 @@ use crate::path::{sorted_contenders, Contender, Naming, ZkPath};
 use crate::session::{Epoch, Session};
 
 use super::create::Listing;
+use super::guess::DirGuess;
 use super::owned::OwnedNode;
 
 /// Our node, parsed, its czxid, and the children listed (or counted) right after its creation.
@@ -38,6 +39,9 @@ pub(super) struct CreateTask {
     pub(super) make_dir: bool,
     /// The root is a keyed lock's container directory.
     pub(super) container: bool,
+    /// The directory is not known: the guess that chose `make_dir`, to learn from the first
+    /// answer whether the directory was there (then taken, so it learns once).
+    pub(super) learn: Option<Arc<DirGuess>>,
     /// List the children after the create (else count them: the queue may be deep).
     pub(super) list: bool,
 }
@@ -79,6 +83,7 @@ impl CreateTask {
                 (made.await, look.await)
             };
             drop(client);
+            self.learn_from(&made);
             match made {
                 Made::Node(stat, path) => {
                     // A create goes through the leader: the session lived when it was sent.
@@ -183,6 +188,20 @@ impl CreateTask {
                 }
                 Made::Failed(err) => return Err(self.epoch.error(err, root)),
             }
+        }
+    }
+
+    /// Teaches the guess, once, what this answer says of an unknown directory.
+    fn learn_from(&mut self, made: &Made) {
+        let existed = match made {
+            Made::Node(..) => !self.make_dir,
+            Made::Dir(zk::Error::NodeExists) => true,
+            Made::Failed(zk::Error::NoNode) => false,
+            // Says nothing of the directory (a lost connection: the next answer will).
+            _ => return,
+        };
+        if let Some(guess) = self.learn.take() {
+            guess.learn(existed);
         }
     }
 
