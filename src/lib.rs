@@ -142,6 +142,7 @@ mod barrier;
 mod cache;
 mod claim;
 mod count;
+mod detach;
 pub mod discovery;
 mod election;
 mod error;

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
 use tracing::debug;
 
 use super::{Queue, RootMode};
+use crate::detach::Detach;
 use crate::error::{Error, Result, RootKind};
 use crate::fence::FencingToken;
 use crate::grant::{Grant, NodeWatch, OnChange};
@@ -158,8 +158,9 @@ impl Queue {
     /// leave back to back on the same session (ZooKeeper answers a session's requests in
     /// order), so the listing includes our node and costs no extra round trip.
     ///
-    /// The work runs in its own task, which hands the node over as an [`OwnedNode`]: if the
-    /// caller was cancelled meanwhile, the node is dropped and deleted in the background.
+    /// The work hands the node over as an [`OwnedNode`]; if the caller is cancelled meanwhile,
+    /// the work goes on as a task of its own ([`Detach`]), and the node it makes is dropped
+    /// and deleted in the background.
     async fn create(
         &self,
         epoch: &Arc<Epoch>,
@@ -184,7 +185,6 @@ impl Queue {
             "a contender node (path and data)",
             prefix.len() + 10 + data.len(),
         )?;
-        let (tx, rx) = oneshot::channel();
         let task = CreateTask {
             session: self.session.clone(),
             epoch: epoch.clone(),
@@ -200,10 +200,8 @@ impl Queue {
             learn: self.unknown_dir.clone(),
             list,
         };
-        tokio::spawn(async move {
-            // A failed send drops the node, which deletes itself.
-            let _ = tx.send(task.run().await);
-        });
-        rx.await.unwrap_or(Err(Error::SessionClosed))
+        // In the caller's task; a caller gone half way leaves the rest to a task of its own,
+        // which drops the node it made, and the node deletes itself.
+        Detach::new(task.run()).await
     }
 }

@@ -1,5 +1,6 @@
-//! One create, as a task: the create and the listing leave back to back (a keyed lock's fresh
-//! directory with the node in one transaction), a create whose reply was lost is recovered by
+//! One create, as a unit of work that runs to its answer even if its caller goes
+//! (`crate::detach`): the create and the listing leave back to back (a keyed lock's directory
+//! taken not to exist with the node in one transaction), a create whose reply was lost is recovered by
 //! its uuid and owner, names someone else took are stepped over.
 
 use std::sync::Arc;
