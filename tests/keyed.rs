@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::{fast_reaper_server, wait_deleted, within, Zk};
-use zk_recipes::{Error, FencingToken, RootKind, Session, SessionOptions, ZkLockSpace, ZkMutex};
+use zk_recipes::{
+    Error, FencingToken, RootKind, Session, SessionOptions, ZkLockSpace, ZkLockSpaceGuard, ZkMutex,
+};
 use zk_testcontainers::scaled;
 
 /// Keys of the many-keys test (default 1,000), each with 4 contenders.
@@ -327,23 +329,7 @@ async fn a_free_key_is_taken_in_one_burst_body() {
     assert_eq!(n[2], 0, "watches for free keys");
     // Each token is its node's creation zxid, however the server answered the transaction.
     let raw = zk.raw().await;
-    for (i, guard) in guards.iter().enumerate() {
-        let dir = format!("/locks/burst/order-{i}");
-        let children = raw.list_children(&dir).await.unwrap();
-        let [node] = &children[..] else {
-            panic!("{dir}: {children:?}");
-        };
-        let stat = raw
-            .check_stat(&format!("{dir}/{node}"))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            guard.token(),
-            FencingToken::new(stat.czxid as u64),
-            "{dir}/{node}"
-        );
-    }
+    tokens_are_czxids(&raw, &guards, "/locks/burst/order").await;
 
     // Held: the other session's contender waits behind the holder, and gets it on release.
     let waiting = tokio::spawn(async move {
@@ -427,8 +413,23 @@ async fn keys_a_space_does_not_remember_body() {
     assert_eq!(n[0], 20, "one listing per key");
     assert_eq!(n[1], 0, "no directory taken to be missing was there");
     assert_eq!(n[2], 2, "a second burst for the first two keys only");
+    tokens_are_czxids(&raw, &guards, "/locks/unknown/new").await;
+    for guard in guards.into_iter().chain(held) {
+        guard.release().await.unwrap();
+    }
+    a.close().await;
+    b.close().await;
+}
+
+/// Each guard `i` holds the one node in `{prefix}-{i}`, and its token is that node's creation
+/// zxid (however the server answered the create).
+async fn tokens_are_czxids(
+    raw: &zookeeper_client::Client,
+    guards: &[ZkLockSpaceGuard],
+    prefix: &str,
+) {
     for (i, guard) in guards.iter().enumerate() {
-        let dir = format!("/locks/unknown/new-{i}");
+        let dir = format!("{prefix}-{i}");
         let children = raw.list_children(&dir).await.unwrap();
         let [node] = &children[..] else {
             panic!("{dir}: {children:?}");
@@ -444,11 +445,6 @@ async fn keys_a_space_does_not_remember_body() {
             "{dir}/{node}"
         );
     }
-    for guard in guards.into_iter().chain(held) {
-        guard.release().await.unwrap();
-    }
-    a.close().await;
-    b.close().await;
 }
 
 /// A try on a held key answers `None` at once and leaves no node.
