@@ -10,11 +10,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Runs `F` in place; dropped before it is done, spawns the rest on the current runtime.
-pub(crate) struct Detach<F>(Option<Pin<Box<F>>>)
+/// Runs `F` in place; dropped before it is done, spawns the rest on the runtime it was
+/// polled on (wherever the drop happens: a future may be dropped on a thread of no runtime).
+pub(crate) struct Detach<F>
 where
     F: Future + Send + 'static,
-    F::Output: Send + 'static;
+    F::Output: Send + 'static,
+{
+    work: Option<Pin<Box<F>>>,
+    runtime: Option<tokio::runtime::Handle>,
+}
 
 impl<F> Detach<F>
 where
@@ -22,7 +27,10 @@ where
     F::Output: Send + 'static,
 {
     pub fn new(work: F) -> Detach<F> {
-        Detach(Some(Box::pin(work)))
+        Detach {
+            work: Some(Box::pin(work)),
+            runtime: None,
+        }
     }
 }
 
@@ -34,13 +42,16 @@ where
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        if self.runtime.is_none() {
+            self.runtime = tokio::runtime::Handle::try_current().ok();
+        }
         let work = self
-            .0
+            .work
             .as_mut()
             .expect("a Detach future polled after it was done");
         let done = work.as_mut().poll(cx);
         if done.is_ready() {
-            self.0 = None;
+            self.work = None;
         }
         done
     }
@@ -52,10 +63,10 @@ where
     F::Output: Send + 'static,
 {
     fn drop(&mut self) {
-        if let Some(work) = self.0.take() {
-            // Outside a runtime (it is shutting down) the work cannot go on anywhere; what it
-            // made ends with the session, whose runtime that was.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        if let Some(work) = self.work.take() {
+            // Never polled, it sent nothing. A runtime gone (shutting down) takes the session
+            // with it, and what the work made ends with the session.
+            if let Some(runtime) = self.runtime.take() {
                 runtime.spawn(work);
             }
         }
@@ -84,7 +95,8 @@ mod tests {
         // Polled once, then dropped half way.
         let mut work = Box::pin(work);
         assert!(futures_poll_once(work.as_mut()).await.is_pending());
-        drop(work);
+        // Dropped on a thread of no runtime: the rest still runs, on the runtime it was polled on.
+        std::thread::spawn(move || drop(work)).join().unwrap();
         assert!(!finished.load(Ordering::SeqCst));
         go.send(()).unwrap();
         done_rx.await.unwrap();
