@@ -2,11 +2,15 @@
 //! Redlock over 5, PostgreSQL `SELECT ... FOR UPDATE` (with and without an
 //! idle-in-transaction timeout), an optimistic version column, and zk-recipes' `ZkLockSpace`
 //! with and without its fencing token, on the same process-pause incident and the same flash
-//! sale, against real servers the example starts itself.
+//! sale, against real servers the example starts itself; and the kinds each concerns on two
+//! more incidents, a failover (a Redis primary dying before its replica has the lock; a
+//! ZooKeeper leader killed) and a clock jump (one Redlock node's wall clock; a ZooKeeper
+//! server's).
 //!
 //! ```text
-//! cargo run --release --example choosing_a_lock                 # the incident, then the sale
-//! cargo run --release --example choosing_a_lock -- --pause      # the incident only
+//! cargo run --release --example choosing_a_lock                 # the incidents, then the sale
+//! cargo run --release --example choosing_a_lock -- --pause      # the pause incident only
+//! cargo run --release --example choosing_a_lock -- --failover --clock
 //! cargo run --release --example choosing_a_lock -- --sale --rounds 5 --buyers 500
 //! cargo run --release --example choosing_a_lock -- --kinds redis,zk-fenced
 //! ```
@@ -15,10 +19,14 @@
 //! ports (`servers/install.sh` installs them when missing; it needs root), ZooKeeper in Docker
 //! through zk-testcontainers (or `ZK_CONNECT`). Exit code: 0 when every lock kind behaved as
 //! its design says (a lost update exactly where the kind has no fence, no oversold seat where
-//! the lock is correct), 1 otherwise, 2 when the run could not be carried out.
+//! the lock is correct, two holders at once in the failover and clock incidents exactly where
+//! the design allows it: the Redis kinds), 1 otherwise, 2 when the run could not be carried out.
 //!
 //! Every worker process is this binary again, started with `--worker key=value...`.
 
+mod clock;
+mod duel;
+mod failover;
 mod kinds;
 mod pause;
 mod redis_lock;
@@ -100,6 +108,8 @@ impl Addrs {
 struct Options {
     pause: bool,
     sale: bool,
+    failover: bool,
+    clock: bool,
     kinds: Vec<Kind>,
     rounds: usize,
     plan: sale::Plan,
@@ -112,6 +122,8 @@ fn parse_args(args: &[String]) -> Options {
     let mut o = Options {
         pause: false,
         sale: false,
+        failover: false,
+        clock: false,
         kinds: kinds::ALL.to_vec(),
         rounds: 3,
         plan: sale::Plan {
@@ -134,6 +146,8 @@ fn parse_args(args: &[String]) -> Options {
         match a.as_str() {
             "--pause" => o.pause = true,
             "--sale" => o.sale = true,
+            "--failover" => o.failover = true,
+            "--clock" => o.clock = true,
             "--kinds" => {
                 let list = it.next().unwrap_or_else(|| fail("--kinds needs a list"));
                 o.kinds = list
@@ -150,15 +164,17 @@ fn parse_args(args: &[String]) -> Options {
             "--ttl-ms" => o.ttl = Duration::from_millis(num(it.next(), a)),
             "--freeze-ms" => o.freeze = Duration::from_millis(num(it.next(), a)),
             other => fail(&format!(
-                "unknown argument {other:?} (--pause, --sale, --kinds a,b, --rounds N, \
+                "unknown argument {other:?} (--pause, --sale, --failover, --clock, --kinds a,b, --rounds N, \
                  --frozen-rounds N, --buyers N, --products N, --stock N, --pool N, --ttl-ms N, \
                  --freeze-ms N)"
             )),
         }
     }
-    if !o.pause && !o.sale {
+    if !o.pause && !o.sale && !o.failover && !o.clock {
         o.pause = true;
         o.sale = true;
+        o.failover = true;
+        o.clock = true;
     }
     o
 }
@@ -201,6 +217,12 @@ async fn main() {
     let mut ok = true;
     if o.pause {
         ok &= run_pause(&o, &addrs, &nonce).await;
+    }
+    if o.failover {
+        ok &= run_failover(&o, &servers, &addrs, &nonce).await;
+    }
+    if o.clock {
+        ok &= run_clock(&o, &servers, &addrs, &nonce).await;
     }
     if o.sale {
         ok &= run_sale(&o, &addrs, &nonce).await;
@@ -271,6 +293,105 @@ async fn run_pause(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
         );
     }
     ok
+}
+
+fn print_duel(outcome: &duel::Outcome) {
+    for line in &outcome.timeline {
+        println!("{line}");
+    }
+    println!(
+        "=> {}: two holders {}, balance {} ({})",
+        outcome.kind,
+        if outcome.two_holders { "YES" } else { "no" },
+        outcome.final_balance,
+        outcome.verdict()
+    );
+}
+
+async fn run_failover(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce: &str) -> bool {
+    let kinds: Vec<Kind> = o
+        .kinds
+        .iter()
+        .copied()
+        .filter(|k| failover::applies(*k))
+        .collect();
+    if kinds.is_empty() {
+        return true;
+    }
+    println!(
+        "\n== failover: Redis primary killed before its replica has the lock; ZooKeeper leader killed ({:.1} s TTL / session)",
+        o.ttl.as_secs_f64()
+    );
+    let mut ensemble = None;
+    if kinds.iter().any(|k| k.uses_zk()) {
+        if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
+            println!("ZooKeeper rows NOT RUN: {reason}");
+        } else {
+            let e = servers::zk_ensemble(3)
+                .await
+                .unwrap_or_else(|e| fail(&format!("failover: {e}")));
+            println!("ZooKeeper ensemble at {}", e.connect_string());
+            ensemble = Some(e);
+        }
+    }
+    let mut rows = Vec::new();
+    for kind in kinds {
+        println!("\n-- {kind}");
+        let outcome = match (kind.uses_zk(), &ensemble) {
+            (false, _) => failover::run_redis(kind, servers, &addrs.pg, o.ttl, nonce).await,
+            (true, Some(e)) => failover::run_zk(kind, e, &addrs.pg, o.ttl, nonce).await,
+            (true, None) => continue,
+        }
+        .unwrap_or_else(|e| fail(&format!("failover incident, {kind}: {e}")));
+        print_duel(&outcome);
+        rows.push(outcome);
+    }
+    duel::print_table("failover:", &rows, failover::two_allowed)
+}
+
+async fn run_clock(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce: &str) -> bool {
+    let kinds: Vec<Kind> = o
+        .kinds
+        .iter()
+        .copied()
+        .filter(|k| clock::applies(*k))
+        .collect();
+    if kinds.is_empty() {
+        return true;
+    }
+    println!(
+        "\n== clock jump: one server's wall clock {:.1} s ahead ({:.1} s TTL / session)",
+        clock::jump(o.ttl).as_secs_f64(),
+        o.ttl.as_secs_f64()
+    );
+    let mut faked = None;
+    if kinds.iter().any(|k| k.uses_zk()) {
+        if let Some(reason) = zk_testcontainers::ensemble_unavailable_reason() {
+            println!("ZooKeeper rows NOT RUN: {reason}");
+        } else {
+            let (server, fake) = servers::zk_with_faketime()
+                .await
+                .unwrap_or_else(|e| fail(&format!("clock: {e}")));
+            println!("ZooKeeper under libfaketime at {}", server.connect_string());
+            faked = Some((server, fake));
+        }
+    }
+    let mut ahead = Duration::ZERO;
+    let mut rows = Vec::new();
+    for kind in kinds {
+        println!("\n-- {kind}");
+        let outcome = match (kind.uses_zk(), &faked) {
+            (false, _) => clock::run_redlock(servers, &addrs.pg, o.ttl, nonce).await,
+            (true, Some((server, fake))) => {
+                clock::run_zk(kind, server, fake, &mut ahead, &addrs.pg, o.ttl, nonce).await
+            }
+            (true, None) => continue,
+        }
+        .unwrap_or_else(|e| fail(&format!("clock incident, {kind}: {e}")));
+        print_duel(&outcome);
+        rows.push(outcome);
+    }
+    duel::print_table("clock jump:", &rows, clock::two_allowed)
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {

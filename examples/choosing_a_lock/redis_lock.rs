@@ -5,6 +5,9 @@
 //!
 //! A waiter retries `SET NX` every 10-40 ms (random, as redsync and most hand-written loops
 //! do); nothing queues.
+//!
+//! A client can be cut off some nodes ([`RedisNodes::connect_cut`], the clock-jump incident's
+//! partition): it never reaches them, and counts them as nodes that did not answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,7 +35,8 @@ end"#;
 /// Redlock.
 #[derive(Clone)]
 pub struct RedisNodes {
-    conns: Vec<MultiplexedConnection>,
+    /// `None`: a node this client cannot reach.
+    conns: Vec<Option<MultiplexedConnection>>,
     pub ttl: Duration,
 }
 
@@ -58,8 +62,22 @@ impl RedisNodes {
     /// Connects to every URL (a short response timeout, so that a dead node costs a Redlock
     /// attempt little).
     pub async fn connect(urls: &[String], ttl: Duration) -> Result<RedisNodes, String> {
+        Self::connect_cut(urls, ttl, &[]).await
+    }
+
+    /// [`connect`](Self::connect), but the nodes at the indexes in `cut` are unreachable for
+    /// this client (a network partition between it and them).
+    pub async fn connect_cut(
+        urls: &[String],
+        ttl: Duration,
+        cut: &[usize],
+    ) -> Result<RedisNodes, String> {
         let mut conns = Vec::new();
-        for url in urls {
+        for (i, url) in urls.iter().enumerate() {
+            if cut.contains(&i) {
+                conns.push(None);
+                continue;
+            }
             let client = redis::Client::open(url.as_str()).map_err(|e| format!("{url}: {e}"))?;
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -68,7 +86,7 @@ impl RedisNodes {
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
                 .map_err(|e| format!("{url}: {e}"))?;
-            conns.push(conn);
+            conns.push(Some(conn));
         }
         Ok(RedisNodes { conns, ttl })
     }
@@ -79,7 +97,9 @@ impl RedisNodes {
 
     /// `INCR fence:{key}` on the first node: the token of the "Redis lock + INCR" kind.
     pub async fn incr_token(&self, key: &str) -> Result<i64, String> {
-        let mut conn = self.conns[0].clone();
+        let mut conn = self.conns[0]
+            .clone()
+            .ok_or("INCR: the node is unreachable")?;
         redis::cmd("INCR")
             .arg(format!("fence:{key}"))
             .query_async(&mut conn)
@@ -96,9 +116,12 @@ impl RedisNodes {
             let start = Instant::now();
             let mut tries = Vec::new();
             for conn in &self.conns {
-                let mut conn = conn.clone();
+                let conn = conn.clone();
                 let (key, token) = (key.to_owned(), token.clone());
                 tries.push(tokio::spawn(async move {
+                    let Some(mut conn) = conn else {
+                        return false;
+                    };
                     let set: redis::RedisResult<Option<String>> = redis::cmd("SET")
                         .arg(&key)
                         .arg(&token)
@@ -150,10 +173,13 @@ impl RedisNodes {
     async fn run_everywhere(&self, src: &str, key: &str, token: &str, ms: Option<u64>) -> usize {
         let mut runs = Vec::new();
         for conn in &self.conns {
-            let mut conn = conn.clone();
+            let conn = conn.clone();
             let script = Script::new(src);
             let (key, token) = (key.to_owned(), token.to_owned());
             runs.push(tokio::spawn(async move {
+                let Some(mut conn) = conn else {
+                    return false;
+                };
                 let mut inv = script.key(key);
                 inv.arg(token);
                 if let Some(ms) = ms {
