@@ -197,9 +197,13 @@ async fn main() {
         servers.redis.join(" "),
         servers.postgres
     );
-    let zk = zk_testcontainers::test_server()
-        .await
-        .unwrap_or_else(|e| fail(&format!("cannot start ZooKeeper: {e}")));
+    let zk = match zk_testcontainers::test_server().await {
+        Ok(zk) => zk,
+        Err(e) => {
+            servers.stop();
+            fail(&format!("cannot start ZooKeeper: {e}"))
+        }
+    };
     println!("ZooKeeper at {}", zk.connect_string());
     let addrs = Addrs {
         redis: servers.redis.clone(),
@@ -207,32 +211,41 @@ async fn main() {
         zk: zk.connect_string(),
         ttl: o.ttl,
     };
-    let db = store::connect(&addrs.pg).await.unwrap_or_else(|e| fail(&e));
-    store::create_schema(&db).await.unwrap_or_else(|e| fail(&e));
     let nonce = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0)
         .to_string();
-    let mut ok = true;
-    if o.pause {
-        ok &= run_pause(&o, &addrs, &nonce).await;
+    // Every way out goes past the stops below: `process::exit` runs no destructor, and a
+    // server left running (a Redis process, a container) would outlive the run.
+    let ran = async {
+        let db = store::connect(&addrs.pg).await?;
+        store::create_schema(&db).await?;
+        let mut ok = true;
+        if o.pause {
+            ok &= run_pause(&o, &addrs, &nonce).await?;
+        }
+        if o.failover {
+            ok &= run_failover(&o, &servers, &addrs, &nonce).await?;
+        }
+        if o.clock {
+            ok &= run_clock(&o, &servers, &addrs, &nonce).await?;
+        }
+        if o.sale {
+            ok &= run_sale(&o, &addrs, &nonce).await?;
+        }
+        Ok::<bool, String>(ok)
     }
-    if o.failover {
-        ok &= run_failover(&o, &servers, &addrs, &nonce).await;
-    }
-    if o.clock {
-        ok &= run_clock(&o, &servers, &addrs, &nonce).await;
-    }
-    if o.sale {
-        ok &= run_sale(&o, &addrs, &nonce).await;
-    }
+    .await;
     drop(zk);
     servers.stop();
-    std::process::exit(if ok { 0 } else { 1 });
+    match ran {
+        Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
+        Err(e) => fail(&e),
+    }
 }
 
-async fn run_pause(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
+async fn run_pause(o: &Options, addrs: &Addrs, nonce: &str) -> Result<bool, String> {
     println!(
         "\n== process pause: worker 1 frozen {:.1} s inside a {:.1} s TTL / session",
         o.freeze.as_secs_f64(),
@@ -244,7 +257,7 @@ async fn run_pause(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
         println!("\n-- {kind}");
         let outcome = pause::run(kind, addrs, o.freeze, nonce)
             .await
-            .unwrap_or_else(|e| fail(&format!("pause incident, {kind}: {e}")));
+            .map_err(|e| format!("pause incident, {kind}: {e}"))?;
         for line in &outcome.timeline {
             println!("{line}");
         }
@@ -292,7 +305,7 @@ async fn run_pause(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
             },
         );
     }
-    ok
+    Ok(ok)
 }
 
 fn print_duel(outcome: &duel::Outcome) {
@@ -308,7 +321,12 @@ fn print_duel(outcome: &duel::Outcome) {
     );
 }
 
-async fn run_failover(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce: &str) -> bool {
+async fn run_failover(
+    o: &Options,
+    servers: &servers::Servers,
+    addrs: &Addrs,
+    nonce: &str,
+) -> Result<bool, String> {
     let kinds: Vec<Kind> = o
         .kinds
         .iter()
@@ -316,7 +334,7 @@ async fn run_failover(o: &Options, servers: &servers::Servers, addrs: &Addrs, no
         .filter(|k| failover::applies(*k))
         .collect();
     if kinds.is_empty() {
-        return true;
+        return Ok(true);
     }
     println!(
         "\n== failover: Redis primary killed before its replica has the lock; ZooKeeper leader killed ({:.1} s TTL / session)",
@@ -329,7 +347,7 @@ async fn run_failover(o: &Options, servers: &servers::Servers, addrs: &Addrs, no
         } else {
             let e = servers::zk_ensemble(3)
                 .await
-                .unwrap_or_else(|e| fail(&format!("failover: {e}")));
+                .map_err(|e| format!("failover: {e}"))?;
             println!("ZooKeeper ensemble at {}", e.connect_string());
             ensemble = Some(e);
         }
@@ -342,14 +360,19 @@ async fn run_failover(o: &Options, servers: &servers::Servers, addrs: &Addrs, no
             (true, Some(e)) => failover::run_zk(kind, e, &addrs.pg, o.ttl, nonce).await,
             (true, None) => continue,
         }
-        .unwrap_or_else(|e| fail(&format!("failover incident, {kind}: {e}")));
+        .map_err(|e| format!("failover incident, {kind}: {e}"))?;
         print_duel(&outcome);
         rows.push(outcome);
     }
-    duel::print_table("failover:", &rows, failover::two_allowed)
+    Ok(duel::print_table("failover:", &rows, failover::two_allowed))
 }
 
-async fn run_clock(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce: &str) -> bool {
+async fn run_clock(
+    o: &Options,
+    servers: &servers::Servers,
+    addrs: &Addrs,
+    nonce: &str,
+) -> Result<bool, String> {
     let kinds: Vec<Kind> = o
         .kinds
         .iter()
@@ -357,7 +380,7 @@ async fn run_clock(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce
         .filter(|k| clock::applies(*k))
         .collect();
     if kinds.is_empty() {
-        return true;
+        return Ok(true);
     }
     println!(
         "\n== clock jump: one server's wall clock {:.1} s ahead ({:.1} s TTL / session)",
@@ -371,7 +394,7 @@ async fn run_clock(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce
         } else {
             let (server, fake) = servers::zk_with_faketime()
                 .await
-                .unwrap_or_else(|e| fail(&format!("clock: {e}")));
+                .map_err(|e| format!("clock: {e}"))?;
             println!("ZooKeeper under libfaketime at {}", server.connect_string());
             faked = Some((server, fake));
         }
@@ -387,11 +410,11 @@ async fn run_clock(o: &Options, servers: &servers::Servers, addrs: &Addrs, nonce
             }
             (true, None) => continue,
         }
-        .unwrap_or_else(|e| fail(&format!("clock incident, {kind}: {e}")));
+        .map_err(|e| format!("clock incident, {kind}: {e}"))?;
         print_duel(&outcome);
         rows.push(outcome);
     }
-    duel::print_table("clock jump:", &rows, clock::two_allowed)
+    Ok(duel::print_table("clock jump:", &rows, clock::two_allowed))
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -404,7 +427,7 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (mid, v[0], v[v.len() - 1])
 }
 
-async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
+async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> Result<bool, String> {
     let p = o.plan;
     let mut ok = true;
     for (variant, rounds, frozen) in [
@@ -431,7 +454,7 @@ async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
                 let tag = format!("{nonce}-{}-{round}", frozen.is_some() as u8);
                 let r = sale::run(kind, addrs, plan, &tag)
                     .await
-                    .unwrap_or_else(|e| fail(&format!("flash sale, {kind}: {e}")));
+                    .map_err(|e| format!("flash sale, {kind}: {e}"))?;
                 println!(
                     "round {round} {kind:<28} sold {:>4} oversold {:>3} still offered {:>3} {:>8.1}/s p50 {:>7.1} ms p99 {:>7.1} ms retries {} failed {}",
                     r.sold, r.oversold, r.offered, r.per_sec, r.p50_ms, r.p99_ms, r.retries, r.failed
@@ -467,7 +490,7 @@ async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> bool {
             );
         }
     }
-    ok
+    Ok(ok)
 }
 
 fn fail(msg: &str) -> ! {
