@@ -58,20 +58,12 @@ pub async fn run_redlock(
         "orchestrator",
         "holder 1 is cut off nodes D and E; node A's clock is movable",
     );
-    let (h1, go) = duel::spawn_holder(
-        &tl,
-        "holder 1",
+    let (h1, go) = duel::start_holder_1(
+        &mut tl,
         duel::ctx(kind, at1, pg.to_owned(), ttl),
         item.clone(),
-        duel::HOLDER_1,
-        true,
-    );
-    if !tl
-        .expect("holder 1", "computed", Duration::from_secs(30))
-        .await?
-    {
-        return Err("holder 1 never computed".into());
-    }
+    )
+    .await?;
     let by = jump(ttl);
     nodes.set_ahead(by)?;
     // What node A now says the time is.
@@ -156,20 +148,12 @@ pub async fn run_zk(
             before as f64 / 1000.0
         ),
     );
-    let (h1, go) = duel::spawn_holder(
-        &tl,
-        "holder 1",
+    let (h1, go) = duel::start_holder_1(
+        &mut tl,
         duel::ctx(kind, LockAt::Zk(connect.clone()), pg.to_owned(), ttl),
         item.clone(),
-        duel::HOLDER_1,
-        true,
-    );
-    if !tl
-        .expect("holder 1", "computed", Duration::from_secs(30))
-        .await?
-    {
-        return Err("holder 1 never computed".into());
-    }
+    )
+    .await?;
     *ahead += jump(ttl);
     clock.set_ahead(*ahead).await?;
     let after = server_clock_ahead(&connect).await?;

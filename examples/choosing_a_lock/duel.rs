@@ -116,6 +116,23 @@ impl Timeline {
 /// How holder 1 is told to write.
 pub type Go = oneshot::Sender<()>;
 
+/// Starts holder 1 (which waits for its go once it has computed its write) and waits until it
+/// has computed.
+pub async fn start_holder_1(
+    tl: &mut Timeline,
+    ctx: impl Future<Output = Result<Ctx, String>> + Send + 'static,
+    item: String,
+) -> Result<(JoinHandle<()>, Option<Go>), String> {
+    let started = spawn_holder(tl, "holder 1", ctx, item, HOLDER_1, true);
+    if !tl
+        .expect("holder 1", "computed", Duration::from_secs(30))
+        .await?
+    {
+        return Err("holder 1 never computed".into());
+    }
+    Ok(started)
+}
+
 /// Starts a holder: it builds its context (`ctx`: connecting is part of trying), then runs the
 /// critical section once; with `go`, it waits between computing and writing until told.
 pub fn spawn_holder(

@@ -120,20 +120,12 @@ pub async fn run_redis(
         format!("SIGSTOP replica; primary drops its replica link ({killed} link)"),
     );
     let at1 = LockAt::Redis(vec![pair.primary.clone()], Vec::new());
-    let (h1, go) = duel::spawn_holder(
-        &tl,
-        "holder 1",
+    let (h1, go) = duel::start_holder_1(
+        &mut tl,
         duel::ctx(kind, at1, pg.to_owned(), ttl),
         item.clone(),
-        duel::HOLDER_1,
-        true,
-    );
-    if !tl
-        .expect("holder 1", "computed", Duration::from_secs(30))
-        .await?
-    {
-        return Err("holder 1 never computed".into());
-    }
+    )
+    .await?;
     pair.kill_primary()?;
     tl.note("orchestrator", "SIGKILL primary");
     crate::pause::signal(pair.replica_pid(), "CONT")?;
@@ -187,20 +179,7 @@ pub async fn run_zk(
         .as_ref()
         .map(|(s, _)| s.clone())
         .ok_or("no session")?;
-    let (h1, go) = duel::spawn_holder(
-        &tl,
-        "holder 1",
-        async move { Ok(ctx1) },
-        item.clone(),
-        duel::HOLDER_1,
-        true,
-    );
-    if !tl
-        .expect("holder 1", "computed", Duration::from_secs(30))
-        .await?
-    {
-        return Err("holder 1 never computed".into());
-    }
+    let (h1, go) = duel::start_holder_1(&mut tl, async move { Ok(ctx1) }, item.clone()).await?;
     let id1 = session1.session_id().ok_or("holder 1 has no session")?;
     let leader = ensemble
         .leader_index()
