@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zk_recipes::{Error, Grant, LeaderElection, LossPolicy, Session, SessionOptions};
+use zk_recipes::{Error, Grant, LossPolicy, Session, SessionOptions, ZkLeaderElection};
 use zk_testcontainers::{expire_session, test_server};
 use zookeeper_client as zkc;
 
@@ -269,7 +269,7 @@ async fn run_worker(
         .unwrap()
         .insert(id.clone(), session.clone());
     let election =
-        LeaderElection::new(&session, &config.election(), id.as_bytes()).expect("valid path");
+        ZkLeaderElection::new(&session, &config.election(), id.as_bytes()).expect("valid path");
     let mut observer = election.observer();
     let journal = config.journal();
     if let Ok(client) = session.client().await {

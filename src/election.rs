@@ -1,8 +1,7 @@
-//! [`LeaderElection`]: one leader among candidates, with a term that fences its writes, and
-//! [`LeaderObserver`] for those who only watch.
+//! [`ZkLeaderElection`]: one leader among candidates, with a term that fences its writes, and
+//! [`ZkLeaderObserver`] for those who only watch.
 
 use std::fmt;
-use std::ops::Deref;
 
 use tracing::{debug, debug_span, info, Instrument};
 use zookeeper_client as zk;
@@ -10,6 +9,7 @@ use zookeeper_client as zk;
 use crate::error::Result;
 use crate::fence::FencingToken;
 use crate::grant::Grant;
+use crate::guard::Guard;
 use crate::layout::kind::RecipeKind;
 use crate::mutex::never_none;
 use crate::ops::{self, OrMissing};
@@ -36,45 +36,45 @@ const RULE: Rule = Rule {
 /// the ensemble learns it lost only when the client gives its session up, a session timeout
 /// after the disconnect; meanwhile the ensemble may expire the session and elect the next
 /// leader. So for a while two processes believe they lead, and only storage that checks the
-/// [`term`](Leadership::term) (the fencing token) keeps the old one's writes out. A job whose
+/// [`term`](ZkLeadership::term) (the fencing token) keeps the old one's writes out. A job whose
 /// effects cannot be fenced (it sends messages, calls other services) needs
 /// [`LossPolicy::Suspension`](crate::LossPolicy::Suspension): `lost()` then resolves as soon as
 /// the connection goes, before the ensemble can expire the session and elect anyone else. See
-/// the [`session`](crate::session) module.
+/// [`LossPolicy`](crate::LossPolicy).
 ///
 /// # Example
 ///
 /// ```no_run
-/// use zk_recipes::{LeaderElection, Session, SessionOptions};
+/// use zk_recipes::{ZkLeaderElection, Session, SessionOptions};
 ///
 /// # async fn lead() {}
 /// # async fn demo() -> Result<(), zk_recipes::Error> {
 /// let session = Session::connect(SessionOptions::new("127.0.0.1:2181")).await?;
-/// let election = LeaderElection::new(&session, "/election/app", "worker-7@10.0.0.7:8080")?;
+/// let election = ZkLeaderElection::new(&session, "/election/app", "worker-7@10.0.0.7:8080")?;
 /// let leadership = election.campaign().await?;
 /// println!("leading in term {}", leadership.term());
 /// tokio::select! {
 ///     reason = leadership.lost() => eprintln!("no longer leader: {reason:?}"),
-///     _ = lead() => leadership.resign().await?,
+///     _ = lead() => leadership.release().await?,
 /// }
 /// # Ok(()) }
 /// ```
-pub struct LeaderElection {
+pub struct ZkLeaderElection {
     queue: Queue,
     info: Vec<u8>,
 }
 
-impl fmt::Debug for LeaderElection {
+impl fmt::Debug for ZkLeaderElection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaderElection")
+        f.debug_struct("ZkLeaderElection")
             .field("path", &self.queue.root().as_str())
             .finish()
     }
 }
 
-impl LeaderElection {
+impl ZkLeaderElection {
     /// An election on `path` for a candidate described by `info`. Nothing is sent until
-    /// [`campaign`](LeaderElection::campaign).
+    /// [`campaign`](ZkLeaderElection::campaign).
     ///
     /// # Errors
     ///
@@ -82,11 +82,15 @@ impl LeaderElection {
     ///
     /// ```no_run
     /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
-    /// let election = zk_recipes::LeaderElection::new(session, "/election/app", "worker-1")?;
+    /// let election = zk_recipes::ZkLeaderElection::new(session, "/election/app", "worker-1")?;
     /// # Ok(()) }
     /// ```
-    pub fn new(session: &Session, path: &str, info: impl Into<Vec<u8>>) -> Result<LeaderElection> {
-        Ok(LeaderElection {
+    pub fn new(
+        session: &Session,
+        path: &str,
+        info: impl Into<Vec<u8>>,
+    ) -> Result<ZkLeaderElection> {
+        Ok(ZkLeaderElection {
             queue: Queue::new(session, path, RecipeKind::Election)?,
             info: info.into(),
         })
@@ -106,18 +110,18 @@ impl LeaderElection {
     /// background) and never blocks other candidates.
     ///
     /// ```no_run
-    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+    /// # async fn demo(election: zk_recipes::ZkLeaderElection) -> Result<(), zk_recipes::Error> {
     /// let leadership = election.campaign().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn campaign(&self) -> Result<Leadership> {
+    pub async fn campaign(&self) -> Result<ZkLeadership> {
         let span = debug_span!("campaign", path = %self.queue.root());
         async {
             debug!("campaigning");
             let grant = self.queue.acquire(RULE, RULE.names[0], Some(&self.info), Wait::Forever).await?;
             let grant = grant.ok_or_else(never_none)?;
             info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
-            Ok(Leadership { grant, info: self.info.clone() })
+            Ok(Guard::elected(grant, self.info.clone()))
         }
         .instrument(span)
         .await
@@ -132,17 +136,17 @@ impl LeaderElection {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe, as [`campaign`](LeaderElection::campaign).
+    /// Cancel safe, as [`campaign`](ZkLeaderElection::campaign).
     ///
     /// ```no_run
-    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+    /// # async fn demo(election: zk_recipes::ZkLeaderElection) -> Result<(), zk_recipes::Error> {
     /// match election.try_campaign().await? {
-    ///     Some(leadership) => leadership.resign().await?,
+    ///     Some(leadership) => leadership.release().await?,
     ///     None => println!("someone else leads"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_campaign(&self) -> Result<Option<Leadership>> {
+    pub async fn try_campaign(&self) -> Result<Option<ZkLeadership>> {
         let grant = self
             .queue
             .acquire(RULE, RULE.names[0], Some(&self.info), Wait::No)
@@ -150,10 +154,7 @@ impl LeaderElection {
         if let Some(grant) = &grant {
             info!(path = %self.queue.root(), term = %grant.token(), session_id = format_args!("{:#x}", grant.session_id()), "elected");
         }
-        Ok(grant.map(|grant| Leadership {
-            grant,
-            info: self.info.clone(),
-        }))
+        Ok(grant.map(|grant| Guard::elected(grant, self.info.clone())))
     }
 
     /// The current leader, or `None` when nobody campaigns.
@@ -167,7 +168,7 @@ impl LeaderElection {
     /// Cancel safe: it only reads.
     ///
     /// ```no_run
-    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+    /// # async fn demo(election: zk_recipes::ZkLeaderElection) -> Result<(), zk_recipes::Error> {
     /// if let Some(leader) = election.leader().await? {
     ///     println!("{} leads in term {}", String::from_utf8_lossy(&leader.info), leader.term);
     /// }
@@ -181,12 +182,12 @@ impl LeaderElection {
     /// An observer of this election's leader changes.
     ///
     /// ```no_run
-    /// # fn demo(election: zk_recipes::LeaderElection) {
+    /// # fn demo(election: zk_recipes::ZkLeaderElection) {
     /// let observer = election.observer();
     /// # }
     /// ```
-    pub fn observer(&self) -> LeaderObserver {
-        LeaderObserver {
+    pub fn observer(&self) -> ZkLeaderObserver {
+        ZkLeaderObserver {
             session: self.queue.session().clone(),
             root: self.queue.root().clone(),
             last: None,
@@ -194,75 +195,106 @@ impl LeaderElection {
     }
 }
 
-/// Leading, until [`resign`](Leadership::resign)ed or lost. Dereferences to [`Grant`] for
-/// [`lost`](Grant::lost), [`is_held`](Grant::is_held) and
-/// [`fenced_write`](Grant::fenced_write). Dropping it resigns in the background.
+/// Leading, until [`release`](Guard::release)d (resigned) or lost: a [`Guard`] of a
+/// [`ZkLeaderElection`], with the same [`is_held`](Guard::is_held), [`lost`](Guard::lost) and
+/// `release` as a lock's guard, and the election's own [`term`](Guard::term) and
+/// [`info`](Guard::info). Dereferences to [`Grant`] for [`fenced_write`](Grant::fenced_write)
+/// and [`confirm`](Grant::confirm). Dropping it resigns in the background.
 ///
 /// ```no_run
-/// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), Box<dyn std::error::Error>> {
-/// let leadership = election.campaign().await?;
+/// # async fn demo(election: zk_recipes::ZkLeaderElection) -> Result<(), Box<dyn std::error::Error>> {
+/// let leadership: zk_recipes::ZkLeadership = election.campaign().await?;
 /// let client = leadership.client()?;
 /// let mut write = leadership.fenced_write(&client)?;
 /// write.add_set_data("/app/leader-state", leadership.term().to_string().as_bytes(), None)?;
 /// write.commit().await?;
-/// leadership.resign().await?;
+/// leadership.release().await?;
 /// # Ok(()) }
 /// ```
-#[must_use = "leadership is resigned when dropped"]
+pub type ZkLeadership = Guard<ZkLeaderElection>;
+
+/// [`ZkLeadership`]'s old name, kept for a while so that code written for it still builds.
+#[deprecated(note = "renamed `ZkLeadership` (a `Guard<ZkLeaderElection>`)")]
+pub type Leadership = ZkLeadership;
+
+/// What a leadership keeps: the grant and the info it campaigned with. Not for use outside the
+/// library (see [`Recipe`](crate::Recipe)).
+#[doc(hidden)]
 #[derive(Debug)]
-pub struct Leadership {
+pub struct Elected {
     grant: Grant,
     info: Vec<u8>,
 }
 
-impl Leadership {
+impl crate::guard::Sealed for ZkLeaderElection {}
+impl crate::guard::Recipe for ZkLeaderElection {
+    type Held = Elected;
+}
+
+impl crate::guard::Holding for Elected {
+    fn holding_is_held(&self) -> bool {
+        self.grant.is_held()
+    }
+    fn holding_lost(&self) -> impl std::future::Future<Output = crate::LossReason> + Send + '_ {
+        self.grant.lost()
+    }
+    fn holding_release(self) -> impl std::future::Future<Output = Result<()>> + Send {
+        debug!(term = %self.grant.token(), "resigning");
+        self.grant.release()
+    }
+}
+
+impl crate::guard::OnGrant for Elected {
+    fn grant(&self) -> &Grant {
+        &self.grant
+    }
+}
+
+impl Guard<ZkLeaderElection> {
+    pub(crate) fn elected(grant: Grant, info: Vec<u8>) -> Self {
+        Guard::new(Elected { grant, info })
+    }
+
     /// The term: this leadership's fencing token, strictly increasing from leader to leader.
     ///
     /// ```no_run
-    /// # fn demo(leadership: zk_recipes::Leadership) {
+    /// # fn demo(leadership: zk_recipes::ZkLeadership) {
     /// let term: u64 = leadership.term().into();
     /// # }
     /// ```
     pub fn term(&self) -> FencingToken {
-        self.grant.token()
+        self.held().grant.token()
     }
 
     /// The info this candidate campaigned with.
     ///
     /// ```no_run
-    /// # fn demo(leadership: zk_recipes::Leadership) {
+    /// # fn demo(leadership: zk_recipes::ZkLeadership) {
     /// println!("{}", String::from_utf8_lossy(leadership.info()));
     /// # }
     /// ```
     pub fn info(&self) -> &[u8] {
-        &self.info
+        &self.held().info
     }
 
-    /// Steps down at once: the node is deleted and the next candidate is elected.
+    /// Steps down: [`release`](Guard::release) under its old name.
     ///
     /// # Errors
     ///
-    /// As [`ZkMutexGuard::release`](crate::ZkMutexGuard::release).
+    /// As [`release`](Guard::release).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: if dropped before completing, the node is deleted in the background.
     ///
     /// ```no_run
-    /// # async fn demo(leadership: zk_recipes::Leadership) -> Result<(), zk_recipes::Error> {
-    /// leadership.resign().await?;
+    /// # async fn demo(leadership: zk_recipes::ZkLeadership) -> Result<(), zk_recipes::Error> {
+    /// leadership.release().await?; // was `leadership.resign().await?`
     /// # Ok(()) }
     /// ```
+    #[deprecated(note = "use `release`, the one name every guard has")]
     pub async fn resign(self) -> Result<()> {
-        debug!(term = %self.term(), "resigning");
-        self.grant.release().await
-    }
-}
-
-impl Deref for Leadership {
-    type Target = Grant;
-    fn deref(&self) -> &Grant {
-        &self.grant
+        self.release().await
     }
 }
 
@@ -278,12 +310,12 @@ pub struct Leader {
     pub path: String,
 }
 
-/// Follows an election's leader without campaigning: [`changed`](LeaderObserver::changed)
+/// Follows an election's leader without campaigning: [`changed`](ZkLeaderObserver::changed)
 /// reports each new leader (or none) in order, terms only growing.
 ///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> Result<(), zk_recipes::Error> {
-/// let mut observer = zk_recipes::LeaderObserver::new(&session, "/election/app")?;
+/// let mut observer = zk_recipes::ZkLeaderObserver::new(&session, "/election/app")?;
 /// loop {
 ///     match observer.changed().await? {
 ///         Some(leader) => println!("leader: term {}", leader.term),
@@ -293,13 +325,13 @@ pub struct Leader {
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct LeaderObserver {
+pub struct ZkLeaderObserver {
     session: Session,
     root: ZkPath,
     last: Option<Option<Leader>>,
 }
 
-impl LeaderObserver {
+impl ZkLeaderObserver {
     /// An observer of the election on `path`.
     ///
     /// # Errors
@@ -308,11 +340,11 @@ impl LeaderObserver {
     ///
     /// ```no_run
     /// # fn demo(session: &zk_recipes::Session) -> Result<(), zk_recipes::Error> {
-    /// let observer = zk_recipes::LeaderObserver::new(session, "/election/app")?;
+    /// let observer = zk_recipes::ZkLeaderObserver::new(session, "/election/app")?;
     /// # Ok(()) }
     /// ```
-    pub fn new(session: &Session, path: &str) -> Result<LeaderObserver> {
-        Ok(LeaderObserver {
+    pub fn new(session: &Session, path: &str) -> Result<ZkLeaderObserver> {
+        Ok(ZkLeaderObserver {
             session: session.clone(),
             root: ZkPath::new(path)?,
             last: None,
@@ -332,7 +364,7 @@ impl LeaderObserver {
     /// with the last leader reported.
     ///
     /// ```no_run
-    /// # async fn demo(mut observer: zk_recipes::LeaderObserver) -> Result<(), zk_recipes::Error> {
+    /// # async fn demo(mut observer: zk_recipes::ZkLeaderObserver) -> Result<(), zk_recipes::Error> {
     /// let now = observer.changed().await?;
     /// let next = observer.changed().await?;
     /// # Ok(()) }

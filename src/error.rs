@@ -18,9 +18,9 @@ pub use crate::layout::kind::RootKind;
 /// # Example
 ///
 /// ```
-/// use zk_recipes::{Error, ZkPath};
+/// use zk_recipes::{layout::check_path, Error};
 ///
-/// let err = ZkPath::new("locks/relative").unwrap_err();
+/// let err = check_path("locks/relative").unwrap_err();
 /// assert!(matches!(err, Error::InvalidPath { .. }));
 /// assert!(!err.is_retryable());
 /// ```
@@ -376,7 +376,7 @@ impl Error {
 
     /// Maps a ZooKeeper error about `path` to the typed variant users match on: the one
     /// conversion from `zookeeper_client::Error` in the crate. Where a session is involved,
-    /// [`Epoch::error`](crate::session::Epoch) calls this and tells a closed session from an
+    /// `Epoch::error` calls this and tells a closed session from an
     /// expired one.
     pub(crate) fn zk(err: zk::Error, path: &str) -> Error {
         use zk::Error as Z;
@@ -396,7 +396,7 @@ impl Error {
     }
 
     /// An internal invariant did not hold (a server answered something that cannot be).
-    pub(crate) fn unexpected(what: String) -> Error {
+    pub(crate) fn internal(what: String) -> Error {
         Error::Internal(what)
     }
 }

@@ -16,7 +16,7 @@ use crate::session::Epoch;
 ///
 /// | recipe | token | grows because |
 /// |---|---|---|
-/// | [`ZkMutex`](crate::ZkMutex), [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection) | the contender node's sequence number, within the root's incarnation (its creation zxid) | the root is persistent and anchored, never reaped; the end of its counter (`i32::MAX`) is refused; a root someone deleted and made again restarts its sequence, but its incarnation is larger |
+/// | [`ZkMutex`](crate::ZkMutex), [`ZkRwLock`](crate::ZkRwLock), [`ZkLeaderElection`](crate::ZkLeaderElection) | the contender node's sequence number, within the root's incarnation (its creation zxid) | the root is persistent and anchored, never reaped; the end of its counter (`i32::MAX`) is refused; a root someone deleted and made again restarts its sequence, but its incarnation is larger |
 /// | [`ZkLockSpace`](crate::ZkLockSpace) (one container directory per key, reaped when idle) | the contender node's creation zxid (64-bit; incarnation 0) | zxids grow across the whole ensemble, so a reaped and re-created directory cannot send a key's tokens back |
 ///
 /// Tokens compare by incarnation first, then by number. While a root stands its incarnation

@@ -149,7 +149,7 @@ mod tests {
         for key in ["a/b", "..", "x\u{1}y", "%", "\u{7f}"] {
             let name = encode(key).unwrap();
             assert!(
-                crate::ZkPath::new(format!("/space/{name}")).is_ok(),
+                crate::path::ZkPath::new(format!("/space/{name}")).is_ok(),
                 "{name:?}"
             );
         }

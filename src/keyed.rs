@@ -121,6 +121,11 @@ impl fmt::Debug for ZkLockSpace {
 /// A held keyed lock; see [`Guard`]. Its token is the node's creation zxid.
 pub type ZkLockSpaceGuard = Guard<ZkLockSpace>;
 
+impl crate::guard::Sealed for ZkLockSpace {}
+impl crate::guard::Recipe for ZkLockSpace {
+    type Held = crate::grant::Grant;
+}
+
 impl ZkLockSpace {
     /// The lock space at `path` (relative to the session's chroot). Nothing is sent until the
     /// first lock, which creates the space as persistent nodes if missing.

@@ -1,4 +1,4 @@
-//! [`LeaderElection::lead`]: leadership that runs a job (Curator's `LeaderSelector`, kazoo's
+//! [`ZkLeaderElection::lead`]: leadership that runs a job (Curator's `LeaderSelector`, kazoo's
 //! `Election.run`).
 
 use std::future::Future;
@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use crate::election::{LeaderElection, Leadership};
+use crate::election::{ZkLeaderElection, ZkLeadership};
 use crate::error::{Error, Result};
 
-impl LeaderElection {
+impl ZkLeaderElection {
     /// Campaigns, runs `job` while leader, and campaigns again: the job gets the
-    /// [`Leadership`] (its [`term`](Leadership::term) for fences, its
+    /// [`ZkLeadership`] (its [`term`](ZkLeadership::term) for fences, its
     /// [`fenced_write`](crate::Grant::fenced_write)), shared, for as long as it runs (a clone
     /// kept past the job's end keeps the node, and resigns only when it drops), and returns [`ControlFlow::Continue`] to step down and campaign again, or
     /// [`ControlFlow::Break`] with a value to step down and return it.
@@ -43,7 +43,7 @@ impl LeaderElection {
     /// ```no_run
     /// use std::ops::ControlFlow;
     /// # async fn run_due_jobs(term: zk_recipes::FencingToken) -> bool { true }
-    /// # async fn demo(election: zk_recipes::LeaderElection) -> Result<(), zk_recipes::Error> {
+    /// # async fn demo(election: zk_recipes::ZkLeaderElection) -> Result<(), zk_recipes::Error> {
     /// election
     ///     .lead(|leadership| async move {
     ///         let mut interval = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -60,7 +60,7 @@ impl LeaderElection {
     /// ```
     pub async fn lead<F, Fut, T>(&self, mut job: F) -> Result<T>
     where
-        F: FnMut(Arc<Leadership>) -> Fut,
+        F: FnMut(Arc<ZkLeadership>) -> Fut,
         Fut: Future<Output = ControlFlow<T>>,
     {
         let mut pause = Duration::from_millis(100);
@@ -112,7 +112,7 @@ impl LeaderElection {
                 (None, Ok(leadership)) => drop(leadership),
                 (Some(flow), Ok(leadership)) => {
                     info!(%term, "the job returned; resigning");
-                    match leadership.resign().await {
+                    match leadership.release().await {
                         Ok(()) | Err(Error::Lost { .. }) => {}
                         Err(err) => debug!(%err, "resign failed; the node goes with its session"),
                     }

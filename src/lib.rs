@@ -46,19 +46,20 @@
 //! # The pieces
 //!
 //! - [`Session`]: one ZooKeeper session at a time, its [`SessionState`] published, a new session
-//!   after expiry; the [`LossPolicy`] says when grants count as lost (see [`session`] for how to
-//!   react to connection loss).
+//!   after expiry; the [`LossPolicy`] says when grants count as lost and how to react to
+//!   connection loss.
 //! - [`ZkMutex`]: FIFO, no herd (a waiter watches only its predecessor), handoffs of one write
 //!   round trip (the next waiter holds without a read), cancel-safe acquires,
-//!   `'static` guards ([`Guard`]) that dereference to a [`Grant`]: [`Grant::token`],
-//!   [`Grant::lost`], [`Grant::fenced_write`], `release()`. Node names are Curator's
+//!   `'static` guards ([`Guard`], the one shape of everything held: `is_held()`, `lost()`,
+//!   `release()`) that dereference to a [`Grant`]: [`Grant::token`],
+//!   [`Grant::fenced_write`], [`Grant::confirm`]. Node names are Curator's
 //!   (`lock-NNNNNNNNNN`, ordered by the suffix as Curator orders its `_c_{uuid}-lock-` nodes),
 //!   so Rust and Java workers can share a lock.
 //! - [`ZkLockSpace`]: a lock per key (`lock("order-42")`) whose directory the server reaps once
 //!   idle, with the contender node's creation zxid as its token (it keeps growing across
 //!   reaping).
-//! - [`LeaderElection`]: [`Leadership`] with a term (its fencing token), `lost()` and `resign()`;
-//!   [`LeaderObserver`] follows the leader without campaigning (Curator `LeaderLatch` names).
+//! - [`ZkLeaderElection`]: a [`ZkLeadership`] (a [`Guard`]) with a term (its fencing token);
+//!   [`ZkLeaderObserver`] follows the leader without campaigning (Curator `LeaderLatch` names).
 //! - [`ZkRwLock`]: shared readers, exclusive writers, FIFO between them (Curator
 //!   `InterProcessReadWriteLock` names).
 //! - [`ZkSemaphore`]: at most N leases, FIFO (Curator `InterProcessSemaphoreV2` layout).
@@ -164,7 +165,7 @@ mod path;
 mod queue;
 mod rwlock;
 mod semaphore;
-pub mod session;
+mod session;
 #[cfg(feature = "tls")]
 mod tls;
 
@@ -172,21 +173,30 @@ pub use atomic::{AtomicStats, AtomicValue, PromotedToLock, RetryPolicy, ZkAtomic
 pub use barrier::{DoubleBarrierEntry, ZkBarrier, ZkDoubleBarrier};
 pub use cache::{CachedNode, TreeCacheOptions, TreeEvent, TreeEvents, TreeSnapshot, ZkTreeCache};
 pub use count::{VersionedCount, ZkSharedCount};
-pub use election::{Leader, LeaderElection, LeaderObserver, Leadership};
+#[allow(deprecated)]
+pub use election::Leadership;
+pub use election::{Leader, ZkLeaderElection, ZkLeaderObserver, ZkLeadership};
 pub use error::{Error, Result, RootKind};
 pub use fence::{FencedWrite, FencingToken};
 pub use grant::{Grant, LossReason};
 pub use group::{Members, ZkGroup, ZkGroupMember};
-pub use guard::Guard;
+pub use guard::{Guard, Recipe};
 pub use kept::{KeptMode, KeptState, ZkKeptNode};
 pub use keyed::{ZkLockSpace, ZkLockSpaceGuard};
 pub use multilock::{LockRef, MultiFencedWrite, MultiLoss, ZkMultiLock, ZkMultiLockGuard};
 pub use mutex::{ZkMutex, ZkMutexGuard};
 pub use partition::{Assignment, PartitionState, ZkPartitionMember, ZkPartitioner};
-pub use path::ZkPath;
 pub use rwlock::{ZkRwLock, ZkRwLockGuard};
 pub use semaphore::{ZkSemaphore, ZkSemaphoreLease};
 pub use session::{LossPolicy, Session, SessionOptions, SessionState};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;
 pub use zookeeper_client;
+
+/// [`ZkLeaderElection`]'s old name, kept for a while so that code written for it still builds.
+#[deprecated(note = "renamed `ZkLeaderElection`: every recipe's type carries the `Zk` prefix")]
+pub type LeaderElection = ZkLeaderElection;
+
+/// [`ZkLeaderObserver`]'s old name, kept for a while so that code written for it still builds.
+#[deprecated(note = "renamed `ZkLeaderObserver`: every recipe's type carries the `Zk` prefix")]
+pub type LeaderObserver = ZkLeaderObserver;

@@ -162,8 +162,13 @@ impl ZkMutex {
 /// A blocking acquire returns a grant or an error; this error stands in for the `None` that
 /// cannot come.
 pub(crate) fn never_none() -> crate::Error {
-    crate::Error::unexpected("a waiting acquisition returned without a grant".to_owned())
+    crate::Error::internal("a waiting acquisition returned without a grant".to_owned())
 }
 
 /// The held mutex; see [`Guard`].
 pub type ZkMutexGuard = Guard<ZkMutex>;
+
+impl crate::guard::Sealed for ZkMutex {}
+impl crate::guard::Recipe for ZkMutex {
+    type Held = crate::grant::Grant;
+}

@@ -9,24 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use crate::error::{Error, Result};
 use crate::layout::names::{parse_sequence, strip_protected, PROTECTED_PREFIX};
 
-/// A validated absolute ZooKeeper path usable as a recipe root.
-///
-/// Refused: empty or relative paths, `/` itself, trailing or doubled slashes, `.` and `..`
-/// components, characters ZooKeeper forbids (NUL, other control characters, non-characters)
-/// and ZooKeeper's reserved `/zookeeper` subtree.
-///
-/// # Example
-///
-/// ```
-/// use zk_recipes::ZkPath;
-///
-/// let root = ZkPath::new("/locks/orders-42").unwrap();
-/// assert_eq!(root.as_str(), "/locks/orders-42");
-/// assert!(ZkPath::new("/locks//orders").is_err());
-/// assert!(ZkPath::new("/zookeeper/quota").is_err());
-/// ```
+/// A validated absolute ZooKeeper path usable as a recipe root: what
+/// [`layout::check_path`](crate::layout::check_path) accepts, kept as checked. Refused: empty
+/// or relative paths, `/` itself, trailing or doubled slashes, `.` and `..` components,
+/// characters ZooKeeper forbids (NUL, other control characters, non-characters) and
+/// ZooKeeper's reserved `/zookeeper` subtree.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ZkPath(String);
+pub(crate) struct ZkPath(String);
 
 impl ZkPath {
     /// Validates `path`.
@@ -43,16 +32,10 @@ impl ZkPath {
     }
 
     /// The path as a string.
-    ///
-    /// ```
-    /// # use zk_recipes::ZkPath;
-    /// assert_eq!(ZkPath::new("/a/b").unwrap().as_str(), "/a/b");
-    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
-    /// `self/child`.
     /// The parent's path (`/` for a top-level node).
     pub(crate) fn parent(&self) -> &str {
         match self.0.rfind('/') {
@@ -61,6 +44,7 @@ impl ZkPath {
         }
     }
 
+    /// `self/child`.
     pub(crate) fn child(&self, name: &str) -> String {
         format!("{}/{}", self.0, name)
     }

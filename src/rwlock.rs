@@ -51,6 +51,11 @@ pub struct ZkRwLock {
 /// A held read or write lock of a [`ZkRwLock`]; see [`Guard`].
 pub type ZkRwLockGuard = Guard<ZkRwLock>;
 
+impl crate::guard::Sealed for ZkRwLock {}
+impl crate::guard::Recipe for ZkRwLock {
+    type Held = crate::grant::Grant;
+}
+
 impl fmt::Debug for ZkRwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZkRwLock")

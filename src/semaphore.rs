@@ -59,6 +59,11 @@ pub struct ZkSemaphore {
 /// A held lease of a [`ZkSemaphore`]; see [`Guard`].
 pub type ZkSemaphoreLease = Guard<ZkSemaphore>;
 
+impl crate::guard::Sealed for ZkSemaphore {}
+impl crate::guard::Recipe for ZkSemaphore {
+    type Held = crate::grant::Grant;
+}
+
 impl fmt::Debug for ZkSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZkSemaphore")

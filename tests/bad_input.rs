@@ -6,7 +6,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{within, Zk};
-use zk_recipes::{Error, LeaderElection, RootKind, Session, SessionOptions, ZkLockSpace, ZkMutex};
+use zk_recipes::{
+    Error, RootKind, Session, SessionOptions, ZkLeaderElection, ZkLockSpace, ZkMutex,
+};
 use zookeeper_client as zkc;
 
 /// A path longer than the server's packet limit (1 MiB): a server closes the connection on
@@ -27,7 +29,7 @@ async fn a_root_or_leader_info_over_the_packet_limit_is_refused_before_sending()
     );
     assert!(!err.is_retryable());
 
-    let election = LeaderElection::new(&session, "/election/big", vec![b'i'; 2 << 20]).unwrap();
+    let election = ZkLeaderElection::new(&session, "/election/big", vec![b'i'; 2 << 20]).unwrap();
     let err = within("campaign() with 2 MiB of info", 10, election.campaign())
         .await
         .unwrap_err();
@@ -55,11 +57,11 @@ async fn a_root_or_leader_info_over_the_packet_limit_is_refused_before_sending()
     let strict = Session::connect(zk.options().max_packet_bytes(4096))
         .await
         .unwrap();
-    let election = LeaderElection::new(&strict, "/election/small", vec![b'i'; 8192]).unwrap();
+    let election = ZkLeaderElection::new(&strict, "/election/small", vec![b'i'; 8192]).unwrap();
     let err = election.campaign().await.unwrap_err();
     assert!(matches!(err, Error::TooLarge { limit: 4096, .. }), "{err}");
-    let election = LeaderElection::new(&session, "/election/small", vec![b'i'; 8192]).unwrap();
-    election.campaign().await.unwrap().resign().await.unwrap();
+    let election = ZkLeaderElection::new(&session, "/election/small", vec![b'i'; 8192]).unwrap();
+    election.campaign().await.unwrap().release().await.unwrap();
     strict.close().await;
     session.close().await;
 }
@@ -141,7 +143,7 @@ async fn a_request_that_breaks_the_connection_every_time_ends_in_bounded_time() 
     let session = Session::connect(zk.options().max_packet_bytes(64 << 20))
         .await
         .unwrap();
-    let election = LeaderElection::new(&session, "/election/huge", vec![b'i'; 2 << 20]).unwrap();
+    let election = ZkLeaderElection::new(&session, "/election/huge", vec![b'i'; 2 << 20]).unwrap();
     let started = Instant::now();
     let err = within(
         "campaign() that breaks the connection",

@@ -1,4 +1,4 @@
-//! LeaderElection against real ZooKeeper: churn, failover times, frozen and cut-off leaders,
+//! ZkLeaderElection against real ZooKeeper: churn, failover times, frozen and cut-off leaders,
 //! cancelled campaigns.
 
 mod support;
@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use support::{contenders, spawn_self, wait_children, within, Zk};
-use zk_recipes::{LeaderElection, LeaderObserver, LossPolicy, LossReason, Session, SessionOptions};
+use zk_recipes::{
+    LossPolicy, LossReason, Session, SessionOptions, ZkLeaderElection, ZkLeaderObserver,
+};
 use zk_testcontainers::{ensemble_unavailable_reason, expire_session, scaled, ZkEnsemble};
 use zookeeper_client as zkc;
 
@@ -42,7 +44,7 @@ async fn five_candidates_under_churn_never_have_two_leaders() {
 
     // An observer on its own session, recording every change it sees.
     let observer_session = zk.session().await;
-    let mut observer = LeaderObserver::new(&observer_session, ROOT).unwrap();
+    let mut observer = ZkLeaderObserver::new(&observer_session, ROOT).unwrap();
     let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
     let seen2 = seen.clone();
     let observing = tokio::spawn(async move {
@@ -64,7 +66,8 @@ async fn five_candidates_under_churn_never_have_two_leaders() {
             accepted.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let election = LeaderElection::new(&session, ROOT, format!("candidate-{id}")).unwrap();
+            let election =
+                ZkLeaderElection::new(&session, ROOT, format!("candidate-{id}")).unwrap();
             while terms.load(Ordering::SeqCst) < terms_wanted {
                 let patience = Duration::from_millis(rand::rng().random_range(0..40));
                 let leadership = if rand::rng().random_bool(0.3) {
@@ -106,7 +109,7 @@ async fn five_candidates_under_churn_never_have_two_leaders() {
                 *leading.lock().unwrap() = None;
                 let ending = rand::rng().random_range(0..3);
                 match ending {
-                    0 => leadership.resign().await.unwrap(),
+                    0 => leadership.release().await.unwrap(),
                     1 => {
                         let info = session.client().await.unwrap().session().clone();
                         expire_session(&connect, &info).await.unwrap();
@@ -185,8 +188,8 @@ async fn failover_after_resign_close_and_death() {
     let session_timeout = Duration::from_secs(2);
     let a = Session::connect(zk.options()).await.unwrap();
     let b = Session::connect(zk.options()).await.unwrap();
-    let ea = LeaderElection::new(&a, ROOT, "a").unwrap();
-    let eb = Arc::new(LeaderElection::new(&b, ROOT, "b").unwrap());
+    let ea = ZkLeaderElection::new(&a, ROOT, "a").unwrap();
+    let eb = Arc::new(ZkLeaderElection::new(&b, ROOT, "b").unwrap());
 
     // Resign.
     let leader = ea.campaign().await.unwrap();
@@ -196,7 +199,7 @@ async fn failover_after_resign_close_and_death() {
     });
     wait_children(&zk.raw().await, ROOT, 2).await;
     let t0 = Instant::now();
-    leader.resign().await.unwrap();
+    leader.release().await.unwrap();
     let (leader_b, at) = within("b elected after resign", 10, next).await.unwrap();
     let resign_ms = at.duration_since(t0).as_secs_f64() * 1e3;
 
@@ -210,7 +213,7 @@ async fn failover_after_resign_close_and_death() {
     assert!(leader_a.term() > leader_b.term());
 
     // Death: a leader process killed without closing its session.
-    leader_a.resign().await.unwrap();
+    leader_a.release().await.unwrap();
     let mut child = spawn_self(
         "candidate_process",
         &[
@@ -222,7 +225,7 @@ async fn failover_after_resign_close_and_death() {
         ],
     );
     let observer_session = zk.session().await;
-    let mut observer = LeaderObserver::new(&observer_session, ROOT).unwrap();
+    let mut observer = ZkLeaderObserver::new(&observer_session, ROOT).unwrap();
     let child_leader = within("the child process leads", 20, async {
         loop {
             if let Some(l) = observer.changed().await.unwrap() {
@@ -233,7 +236,7 @@ async fn failover_after_resign_close_and_death() {
         }
     })
     .await;
-    let ea = LeaderElection::new(&a, ROOT, "a").unwrap();
+    let ea = ZkLeaderElection::new(&a, ROOT, "a").unwrap();
     let next = tokio::spawn(async move { (ea.campaign().await.unwrap(), Instant::now()) });
     wait_children(&zk.raw().await, ROOT, 2).await;
     child.start_kill().unwrap();
@@ -270,7 +273,7 @@ async fn candidate_process() {
     let Some(session) = support::child_session("ZK_CANDIDATE").await else {
         return;
     };
-    let leadership = LeaderElection::new(&session, ROOT, "child")
+    let leadership = ZkLeaderElection::new(&session, ROOT, "child")
         .unwrap()
         .campaign()
         .await
@@ -291,12 +294,12 @@ async fn a_frozen_server_makes_the_leader_step_down_before_anyone_else_leads() {
     let options = strict(zk.options().session_timeout(Duration::from_secs(3)));
     let a = Session::connect(options.clone()).await.unwrap();
     let b = Session::connect(options).await.unwrap();
-    let leader = LeaderElection::new(&a, ROOT, "a")
+    let leader = ZkLeaderElection::new(&a, ROOT, "a")
         .unwrap()
         .campaign()
         .await
         .unwrap();
-    let eb = LeaderElection::new(&b, ROOT, "b").unwrap();
+    let eb = ZkLeaderElection::new(&b, ROOT, "b").unwrap();
     let next = tokio::spawn(async move {
         let l = eb.campaign().await.unwrap();
         (Instant::now(), l.term())
@@ -344,12 +347,12 @@ async fn a_leader_whose_server_is_cut_off_steps_down_before_the_next_is_elected(
         .await
         .unwrap();
     let b = Session::connect(options(others.clone())).await.unwrap();
-    let leader = LeaderElection::new(&a, ROOT, "a")
+    let leader = ZkLeaderElection::new(&a, ROOT, "a")
         .unwrap()
         .campaign()
         .await
         .unwrap();
-    let eb = LeaderElection::new(&b, ROOT, "b").unwrap();
+    let eb = ZkLeaderElection::new(&b, ROOT, "b").unwrap();
     let next = tokio::spawn(async move {
         let l = eb.campaign().await.unwrap();
         (Instant::now(), l.term())
@@ -380,13 +383,13 @@ async fn cancelled_campaigns_leave_no_nodes() {
     let zk = Zk::start("cancel-campaign").await;
     let raw = zk.raw().await;
     let a = zk.session().await;
-    let leader = LeaderElection::new(&a, ROOT, "a")
+    let leader = ZkLeaderElection::new(&a, ROOT, "a")
         .unwrap()
         .campaign()
         .await
         .unwrap();
     let b = zk.session().await;
-    let election = Arc::new(LeaderElection::new(&b, ROOT, "b").unwrap());
+    let election = Arc::new(ZkLeaderElection::new(&b, ROOT, "b").unwrap());
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..300 {
         let election = election.clone();
@@ -414,11 +417,11 @@ async fn cancelled_campaigns_leave_no_nodes() {
         1,
         "only the leader's node remains"
     );
-    leader.resign().await.unwrap();
+    leader.release().await.unwrap();
     wait_children(&raw, ROOT, 0).await;
     let again = within("campaign after the cancellations", 10, election.campaign())
         .await
         .unwrap();
-    assert!(matches!(again.resign().await, Ok(())));
+    assert!(matches!(again.release().await, Ok(())));
     println!("{cancelled} campaigns cancelled, no node left");
 }

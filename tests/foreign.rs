@@ -13,7 +13,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use zk_recipes::zookeeper_client as zk;
 use zk_recipes::{
-    Error, FencingToken, Grant, LeaderElection, LossReason, Session, ZkLockSpace, ZkMutex, ZkRwLock,
+    Error, FencingToken, Grant, LossReason, Session, ZkLeaderElection, ZkLockSpace, ZkMutex,
+    ZkRwLock,
 };
 
 /// How many times each scenario runs (`ZK_FOREIGN_RUNS`).
@@ -24,7 +25,7 @@ fn runs() -> usize {
         .unwrap_or(4)
 }
 
-/// Something held: a guard or a leadership.
+/// Something held (a lock's guard, a leadership), boxed so that one test runs every recipe.
 trait Holding: Send + Sync {
     fn grant(&self) -> &Grant;
     fn release(self: Box<Self>) -> futures_lite::BoxFuture<Result<(), Error>>;
@@ -34,21 +35,15 @@ mod futures_lite {
     pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 }
 
-impl<R: Send + Sync + 'static> Holding for zk_recipes::Guard<R> {
+impl<R: zk_recipes::Recipe> Holding for zk_recipes::Guard<R>
+where
+    zk_recipes::Guard<R>: std::ops::Deref<Target = Grant>,
+{
     fn grant(&self) -> &Grant {
         self
     }
     fn release(self: Box<Self>) -> futures_lite::BoxFuture<Result<(), Error>> {
         Box::pin(zk_recipes::Guard::release(*self))
-    }
-}
-
-impl Holding for zk_recipes::Leadership {
-    fn grant(&self) -> &Grant {
-        self
-    }
-    fn release(self: Box<Self>) -> futures_lite::BoxFuture<Result<(), Error>> {
-        Box::pin(self.resign())
     }
 }
 
@@ -96,7 +91,7 @@ impl Recipe {
                 })
             }
             Recipe::Election => {
-                let e = Arc::new(LeaderElection::new(session, root, b"me".to_vec()).unwrap());
+                let e = Arc::new(ZkLeaderElection::new(session, root, b"me".to_vec()).unwrap());
                 Arc::new(move || {
                     let e = e.clone();
                     Box::pin(async move { Ok(Box::new(e.campaign().await?) as Box<dyn Holding>) })

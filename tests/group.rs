@@ -7,7 +7,7 @@
 mod support;
 
 use support::{stat_until, wait_children, within, Zk};
-use zk_recipes::{Error, Members, ZkGroup};
+use zk_recipes::{Error, KeptState, LossReason, Members, ZkGroup, ZkGroupMember};
 use zk_testcontainers::expire_session;
 use zookeeper_client as zkc;
 
@@ -68,7 +68,7 @@ async fn joins_payloads_and_leaves_are_seen_by_another_session() {
     })
     .await;
 
-    member_a.leave().await.unwrap();
+    member_a.release().await.unwrap();
     let left = members_until(&observer, "a gone", |m| !m.contains("worker-a")).await;
     assert!(left.contains("worker-b"));
     // Dropped: its node goes in the background.
@@ -76,6 +76,21 @@ async fn joins_payloads_and_leaves_are_seen_by_another_session() {
     members_until(&observer, "b gone", Members::is_empty).await;
 }
 
+/// Waits (on the kept node's state) until the member's node exists again as ours.
+async fn registered_again(member: &ZkGroupMember) {
+    let mut state = member.node().watch_state();
+    within("the member registered again", 30, async {
+        state
+            .wait_for(|s| matches!(s, KeptState::Created(_)))
+            .await
+            .unwrap();
+    })
+    .await;
+    assert!(member.is_held() && member.is_registered());
+}
+
+/// A member's `lost()` says why each lapse of its membership happened, and `is_held()` is true
+/// again once the keeper made the node again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_is_made_again_after_its_session_expires_and_after_a_deletion() {
     let zk = Zk::start("group-kept").await;
@@ -90,11 +105,20 @@ async fn a_member_is_made_again_after_its_session_expires_and_after_a_deletion()
     let node = member.path().to_owned();
     let first = raw.get_data(&node).await.unwrap().1;
     member.set_payload(b"v2").await.unwrap();
+    assert!(member.is_held());
 
     // The member's session expires: its node goes with it and comes back in the next session,
     // with the payload it has now.
     let info = joining.client().await.unwrap().session().clone();
-    expire_session(&zk.connect, &info).await.unwrap();
+    {
+        let lapse = member.lost();
+        tokio::pin!(lapse);
+        expire_session(&zk.connect, &info).await.unwrap();
+        assert_eq!(
+            within("the expiry's lapse", 30, &mut lapse).await,
+            LossReason::SessionExpired
+        );
+    }
     let back = stat_until(&raw, "the node made again", &node, |s| {
         s.is_some_and(|s| s.czxid != first.czxid)
     })
@@ -105,16 +129,26 @@ async fn a_member_is_made_again_after_its_session_expires_and_after_a_deletion()
     assert_eq!(raw.get_data(&node).await.unwrap().0, b"v2");
     let seen = members_until(&observer, "the member back", |m| m.contains("worker-a")).await;
     assert_eq!(seen.payload("worker-a"), Some(&b"v2"[..]));
+    registered_again(&member).await;
 
     // Deleted behind its back: made again at once, in the same session.
-    raw.delete(&node, None).await.unwrap();
+    {
+        let lapse = member.lost();
+        tokio::pin!(lapse);
+        raw.delete(&node, None).await.unwrap();
+        assert_eq!(
+            within("the deletion's lapse", 30, &mut lapse).await,
+            LossReason::NodeDeleted
+        );
+    }
     let again = stat_until(&raw, "the node made again after a delete", &node, |s| {
         s.is_some_and(|s| s.czxid != back.czxid)
     })
     .await
     .unwrap();
     assert_eq!(again.ephemeral_owner, back.ephemeral_owner);
-    member.leave().await.unwrap();
+    registered_again(&member).await;
+    member.release().await.unwrap();
     wait_children(&raw, GROUP, 0).await;
 }
 
@@ -147,10 +181,10 @@ async fn an_id_another_session_holds_and_bad_input_are_typed_errors_that_touch_n
     assert_eq!(raw.list_children(GROUP).await.unwrap(), ["worker-a"]);
 
     // Once the holder leaves, the id is free.
-    holder.leave().await.unwrap();
+    holder.release().await.unwrap();
     let taken = group.join("worker-a", b"second").await.unwrap();
     assert_eq!(raw.get_data(taken.path()).await.unwrap().0, b"second");
-    taken.leave().await.unwrap();
+    taken.release().await.unwrap();
 }
 
 /// A join dropped at any point leaves no node: above all one dropped after its node was made
@@ -166,7 +200,7 @@ async fn cancelled_joins_leave_no_node() {
         .join("warm-up", b"")
         .await
         .unwrap()
-        .leave()
+        .release()
         .await
         .unwrap();
     let (mut after_node, mut finished) = (0, 0);
@@ -196,7 +230,13 @@ async fn cancelled_joins_leave_no_node() {
     );
     // Nothing left, and the ids are free again on this session.
     wait_children(&raw, GROUP, 0).await;
-    group.join("m-0", b"").await.unwrap().leave().await.unwrap();
+    group
+        .join("m-0", b"")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
 
 /// One member per id on a session: a second join of the same id there is refused (it would
@@ -213,12 +253,12 @@ async fn a_second_join_of_an_id_on_the_same_session_is_refused() {
         group.members().await.unwrap().payload("worker-a"),
         Some(&b"first"[..])
     );
-    first.leave().await.unwrap();
+    first.release().await.unwrap();
     group
         .join("worker-a", b"second")
         .await
         .unwrap()
-        .leave()
+        .release()
         .await
         .unwrap();
 }
@@ -270,7 +310,7 @@ async fn id_taken_body() {
     .unwrap();
     assert!(back.czxid > ours.czxid);
     assert_eq!(raw.get_data(&node).await.unwrap().0, b"ours, later");
-    member.leave().await.unwrap();
+    member.release().await.unwrap();
     assert!(raw.check_stat(&node).await.unwrap().is_none());
 }
 
@@ -292,7 +332,7 @@ async fn the_group_directory_is_reaped_once_empty() {
         .join("worker-a", b"")
         .await
         .unwrap();
-    member.leave().await.unwrap();
+    member.release().await.unwrap();
     stat_until(&raw, "the directory reaped", GROUP, |s| s.is_none()).await;
     session.close().await;
 }

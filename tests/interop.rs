@@ -6,7 +6,7 @@
 //!   both sides share;
 //! - `InterProcessSemaphoreV2` and `ZkSemaphore` with the same permits: never more holders than
 //!   permits, each side counting the other's leases;
-//! - `LeaderLatch` and `LeaderElection`: one leader at a time, leadership passing both ways;
+//! - `LeaderLatch` and `ZkLeaderElection`: one leader at a time, leadership passing both ways;
 //! - `SharedCount` and `ZkSharedCount`: increments from both sides at once, none lost, each
 //!   side reading the other's 4-byte values;
 //! - `GroupMember` and `ZkGroup`: each side sees the other's member and payload, and its
@@ -30,7 +30,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
-    FencingToken, LeaderElection, Leadership, Session, ZkGroup, ZkLockSpace, ZkMutex, ZkRwLock,
+    FencingToken, Session, ZkGroup, ZkLeaderElection, ZkLeadership, ZkLockSpace, ZkMutex, ZkRwLock,
     ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease, ZkSharedCount,
 };
 use zk_testcontainers::scaled;
@@ -385,21 +385,21 @@ enum Role {
     Writer,
     /// A lease of the `ZkSemaphore` on `SEMAPHORE_ROOT` with `PERMITS`.
     Lease,
-    /// Leadership of the `LeaderElection` on `ELECTION_ROOT`.
+    /// ZkLeadership of the `ZkLeaderElection` on `ELECTION_ROOT`.
     Candidate,
 }
 
 enum Recipe {
     RwLock(ZkRwLock),
     Semaphore(ZkSemaphore),
-    Election(LeaderElection),
+    Election(ZkLeaderElection),
 }
 
 /// What a Rust worker holds while inside.
 enum Hold {
     Lock(ZkRwLockGuard),
     Lease(ZkSemaphoreLease),
-    Leadership(Leadership),
+    Leadership(ZkLeadership),
 }
 
 /// One round of a Rust worker, recorded while inside.
@@ -432,7 +432,7 @@ impl Rust {
                 Recipe::Semaphore(ZkSemaphore::new(&session, SEMAPHORE_ROOT, PERMITS).unwrap())
             }
             Role::Candidate => {
-                Recipe::Election(LeaderElection::new(&session, ELECTION_ROOT, name).unwrap())
+                Recipe::Election(ZkLeaderElection::new(&session, ELECTION_ROOT, name).unwrap())
             }
         };
         Rust {
@@ -510,7 +510,7 @@ impl Rust {
         match hold {
             Hold::Lock(guard) => guard.release().await.unwrap(),
             Hold::Lease(lease) => lease.release().await.unwrap(),
-            Hold::Leadership(leadership) => leadership.resign().await.unwrap(),
+            Hold::Leadership(leadership) => leadership.release().await.unwrap(),
         }
     }
 
@@ -871,7 +871,7 @@ async fn rust_and_curator_semaphore_holders_never_exceed_the_permits() {
 }
 
 /// A Java candidate (`LeaderLatch`, a new latch per round) and Rust candidates
-/// (`LeaderElection`) on one path, each leader entering the holders list alone: one leader at a
+/// (`ZkLeaderElection`) on one path, each leader entering the holders list alone: one leader at a
 /// time; every candidate leads in each of its rounds; leadership passes both ways, in the order
 /// of the terms (the nodes' sequences). Once for certain: a Rust leader resigns to the Java
 /// candidate queued right behind it (Curator's `LeaderLatch` acts on `NodeDeleted` only, so a
@@ -1059,7 +1059,7 @@ async fn rust_and_curator_group_members_see_each_other() {
         }
     })
     .await;
-    member.leave().await.unwrap();
+    member.release().await.unwrap();
     assert!(group.members().await.unwrap().is_empty());
     session.close().await;
 }

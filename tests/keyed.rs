@@ -109,7 +109,7 @@ async fn tokens_keep_growing_when_the_directory_is_reaped_and_made_again() {
         tokens.push(guard.token());
         assert_eq!(
             guard.token().as_i64(),
-            guard.zxid(),
+            guard.czxid(),
             "the token is the czxid"
         );
         guard.release().await.unwrap();

@@ -9,8 +9,8 @@ use support::Zk;
 use zk_recipes::layout::kind::RecipeKind;
 use zk_recipes::layout::ANCHOR;
 use zk_recipes::{
-    Error, LeaderElection, RootKind, Session, ZkGroup, ZkLockSpace, ZkMutex, ZkRwLock, ZkSemaphore,
-    ZkSharedCount,
+    Error, RootKind, Session, ZkGroup, ZkLeaderElection, ZkLockSpace, ZkMutex, ZkRwLock,
+    ZkSemaphore, ZkSharedCount,
 };
 use zookeeper_client as zkc;
 
@@ -35,7 +35,7 @@ async fn take(
             kept.push(Box::new(lock.try_read().await?));
         }
         RecipeKind::Election => {
-            let election = LeaderElection::new(session, path, "me")?;
+            let election = ZkLeaderElection::new(session, path, "me")?;
             kept.push(Box::new(election.try_campaign().await?));
         }
         RecipeKind::Semaphore => {

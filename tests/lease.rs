@@ -2,7 +2,7 @@
 //!
 //! - A leader in a child process under `LossPolicy::Suspension`, running a job every 50 ms, is
 //!   frozen with SIGSTOP until another candidate leads (its session expired on the server),
-//!   then resumed: with `LeaderElection::lead` and with a loop that checks `is_held()` before
+//!   then resumed: with `ZkLeaderElection::lead` and with a loop that checks `is_held()` before
 //!   each action, **no action after the resume**; a loop that only races `lost()` (the control:
 //!   what the README advised before) acts again, so the test can tell the two apart.
 //! - After the resume, `confirm()` says lost; on a healthy session it answers in one round trip
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use support::{within, Zk};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
-use zk_recipes::{LeaderElection, LossPolicy, Session, SessionOptions, ZkMutex};
+use zk_recipes::{LossPolicy, Session, SessionOptions, ZkLeaderElection, ZkMutex};
 use zk_testcontainers::scaled;
 
 const CHILD_VAR: &str = "ZK_LEASE_CHILD";
@@ -44,7 +44,7 @@ fn runs() -> usize {
 /// How the child's leader acts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// `LeaderElection::lead`, the job acting every 50 ms.
+    /// `ZkLeaderElection::lead`, the job acting every 50 ms.
     Lead,
     /// `campaign`, then a loop that checks `is_held()` before each action.
     Check,
@@ -83,7 +83,7 @@ async fn lease_child() {
         .session_timeout(SESSION)
         .loss_policy(LossPolicy::Suspension);
     let session = Session::connect(options).await.unwrap();
-    let election = LeaderElection::new(&session, ROOT, "child").unwrap();
+    let election = ZkLeaderElection::new(&session, ROOT, "child").unwrap();
     let act = |n: u64| println!("ACT {n}");
     match mode {
         Mode::Lead => {
@@ -181,7 +181,7 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
     let stopped = Instant::now();
     // A candidate of ours leads once the child's session expired on the server.
     let session = zk.session().await;
-    let election = LeaderElection::new(&session, ROOT, "parent").unwrap();
+    let election = ZkLeaderElection::new(&session, ROOT, "parent").unwrap();
     let leadership = within("our candidate's election", 30, election.campaign())
         .await
         .unwrap();
@@ -210,7 +210,7 @@ async fn freeze_once(zk: &Zk, mode: Mode) -> (usize, Vec<String>) {
             .collect::<Vec<_>>()
     );
     let _ = child.kill().await;
-    leadership.resign().await.unwrap();
+    leadership.release().await.unwrap();
     session.close().await;
     (acts, after)
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use zk_recipes::discovery::{ServiceInstance, Strategy, ZkServiceDiscovery};
 use zk_recipes::{
-    FencingToken, KeptMode, LeaderElection, LockRef, LossPolicy, RetryPolicy, Session,
-    SessionOptions, TreeCacheOptions, ZkAtomicLong, ZkDoubleBarrier, ZkGroup, ZkKeptNode,
+    FencingToken, KeptMode, LockRef, LossPolicy, RetryPolicy, Session, SessionOptions,
+    TreeCacheOptions, ZkAtomicLong, ZkDoubleBarrier, ZkGroup, ZkKeptNode, ZkLeaderElection,
     ZkMultiLock, ZkMutex, ZkPartitioner, ZkSharedCount, ZkTreeCache,
 };
 
@@ -66,7 +66,7 @@ fn choose_a_loss_policy() {
 }
 
 async fn run_a_leader_only_job(session: Session) -> R {
-    let election = LeaderElection::new(&session, "/election/scheduler", "worker-7@10.0.0.7")?;
+    let election = ZkLeaderElection::new(&session, "/election/scheduler", "worker-7@10.0.0.7")?;
     election
         .lead(|leadership| async move {
             run_scheduler(leadership.term()).await; // fence every write with the term
@@ -86,7 +86,7 @@ async fn the_other_recipes(session: Session) -> R {
     let me = group.join("worker-7", b"10.0.0.7:8080").await?;
     let members = group.members().await?;
     let next = group.changed(&members).await?; // someone joined, left or changed its payload
-    me.leave().await?;
+    me.release().await?;
 
     let barrier = ZkDoubleBarrier::new(&session, "/jobs/nightly/barrier", 8)?;
     let inside = barrier.enter_timeout(Duration::from_secs(60)).await?;

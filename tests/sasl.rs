@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use support::within;
 use zk_recipes::zookeeper_client::{self as zk, Acl, Acls, AuthId, CreateMode, Permission};
 use zk_recipes::{
-    Error, LeaderElection, LossReason, Session, SessionOptions, ZkLockSpace, ZkMutex,
+    Error, LossReason, Session, SessionOptions, ZkLeaderElection, ZkLockSpace, ZkMutex,
 };
 use zk_testcontainers::{scaled, ServerOptions, ServerSasl, ZkServer};
 
@@ -91,7 +91,7 @@ async fn a_user_the_roots_acl_does_not_grant_gets_no_auth_and_leaves_no_node() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NoAuth { .. }), "{err}");
-    let err = LeaderElection::new(&bob, "/guarded/election", "bob")
+    let err = ZkLeaderElection::new(&bob, "/guarded/election", "bob")
         .unwrap()
         .campaign()
         .await

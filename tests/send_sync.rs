@@ -3,7 +3,7 @@
 //! between tasks, as `lost()` in one and the work in another). The test passes by compiling.
 
 use zk_recipes::{
-    FencingToken, Grant, LeaderElection, LeaderObserver, Leadership, Session, ZkMutex,
+    FencingToken, Grant, Session, ZkLeaderElection, ZkLeaderObserver, ZkLeadership, ZkMutex,
     ZkMutexGuard, ZkRwLock, ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
 };
 
@@ -16,8 +16,8 @@ fn acquire_futures_are_send(
     mutex: &ZkMutex,
     rwlock: &ZkRwLock,
     semaphore: &ZkSemaphore,
-    election: &LeaderElection,
-    observer: &mut LeaderObserver,
+    election: &ZkLeaderElection,
+    observer: &mut ZkLeaderObserver,
     guard: &ZkMutexGuard,
 ) {
     send(&Session::connect(zk_recipes::SessionOptions::new(
@@ -43,12 +43,12 @@ fn guards_and_recipes_are_send_sync_and_static() {
     send_sync_static::<ZkMutexGuard>();
     send_sync_static::<ZkRwLockGuard>();
     send_sync_static::<ZkSemaphoreLease>();
-    send_sync_static::<Leadership>();
+    send_sync_static::<ZkLeadership>();
     send_sync_static::<Grant>();
     send_sync_static::<ZkMutex>();
     send_sync_static::<ZkRwLock>();
     send_sync_static::<ZkSemaphore>();
-    send_sync_static::<LeaderElection>();
+    send_sync_static::<ZkLeaderElection>();
     send_sync_static::<Session>();
     send_sync_static::<FencingToken>();
     send_sync_static::<zk_recipes::Error>();

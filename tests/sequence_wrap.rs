@@ -6,7 +6,7 @@
 //! server is restarted on a snapshot in which the root's counter stands a few creates below
 //! `i32::MAX`,
 //! written with ZooKeeper's own classes by `tests/java/SequenceNearWrap.java` (Debian's
-//! `libzookeeper-java`, the server's 3.8). `ZkMutex` (and `LeaderElection`, its terms) must hand out
+//! `libzookeeper-java`, the server's 3.8). `ZkMutex` (and `ZkLeaderElection`, its terms) must hand out
 //! its last tokens in order, then refuse with `Error::SequenceWrapped`, every time, without
 //! leaving a node behind.
 //!
@@ -24,7 +24,7 @@ mod support;
 
 use std::time::Duration;
 
-use zk_recipes::{Error, LeaderElection, Session, SessionOptions, ZkMutex};
+use zk_recipes::{Error, Session, SessionOptions, ZkLeaderElection, ZkMutex};
 use zk_testcontainers::{ensemble_unavailable_reason, scaled, ZkServer};
 use zookeeper_client as zkc;
 
@@ -187,14 +187,14 @@ async fn at_the_end_of_the_counter_the_last_terms_then_a_typed_error_and_no_cand
     let Some((_server, raw, session)) = near_the_wrap().await else {
         return;
     };
-    let election = LeaderElection::new(&session, ELECTION_ROOT, "candidate").unwrap();
+    let election = ZkLeaderElection::new(&session, ELECTION_ROOT, "candidate").unwrap();
     let mut terms = Vec::new();
     let refused = loop {
         assert!(terms.len() < 5, "no refusal after terms {terms:?}");
         match election.campaign().await {
             Ok(leadership) => {
                 terms.push(leadership.term());
-                leadership.resign().await.unwrap();
+                leadership.release().await.unwrap();
             }
             Err(Error::SequenceWrapped { sequence, .. }) => break sequence,
             Err(e) => panic!("after terms {terms:?}: {e}"),

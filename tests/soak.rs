@@ -1,5 +1,5 @@
 //! The randomized fault soak (the Jepsen way): every recipe at once (a `ZkMutex`, a
-//! `ZkLockSpace` key, a `ZkRwLock`, a `ZkSemaphore`, a `LeaderElection`) on a five-member
+//! `ZkLockSpace` key, a `ZkRwLock`, a `ZkSemaphore`, a `ZkLeaderElection`) on a five-member
 //! ensemble, contenders doing fenced increments, while a nemesis picks faults at random from
 //! those the harness has (leader and follower kills, the holder's server frozen past the
 //! session timeout or cut off, session expiries, lost replies through a `FaultProxy`, frozen

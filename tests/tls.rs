@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use support::sockets::nodelay_of_connections_to;
 use support::within;
-use zk_recipes::{Error, LeaderElection, LossReason, Session, SessionOptions, TlsConfig, ZkMutex};
+use zk_recipes::{
+    Error, LossReason, Session, SessionOptions, TlsConfig, ZkLeaderElection, ZkMutex,
+};
 use zk_testcontainers::{
     expire_session, scaled, ServerOptions, ServerTls, TestCa, TestCert, ZkServer,
 };
@@ -92,8 +94,8 @@ async fn a_lock_and_an_election_work_over_tls() {
     next.release().await.unwrap();
 
     let (elect_a, elect_b) = (
-        LeaderElection::new(&a, "/tls/election", "a").unwrap(),
-        LeaderElection::new(&b, "/tls/election", "b").unwrap(),
+        ZkLeaderElection::new(&a, "/tls/election", "a").unwrap(),
+        ZkLeaderElection::new(&b, "/tls/election", "b").unwrap(),
     );
     let leading = within("a's campaign", 30, elect_a.campaign())
         .await
@@ -101,13 +103,13 @@ async fn a_lock_and_an_election_work_over_tls() {
     assert!(elect_b.try_campaign().await.unwrap().is_none(), "a leads");
     let campaign_b = tokio::spawn(async move { elect_b.campaign().await });
     let term = leading.term();
-    leading.resign().await.unwrap();
+    leading.release().await.unwrap();
     let b_leads = within("b elected after a resigned", 30, campaign_b)
         .await
         .unwrap()
         .unwrap();
     assert!(b_leads.term() > term);
-    b_leads.resign().await.unwrap();
+    b_leads.release().await.unwrap();
 
     // A session made over TLS is expired through the plain port; its lock reports the loss.
     let mutex_a = ZkMutex::new(&a, "/tls/lock").unwrap();

@@ -9,7 +9,7 @@ use crate::locks::Lib;
 
 /// Benchmarks zk-recipes' `ZkMutex` and `ZkLockSpace` (a lock per key) against
 /// zookeeper-client's `Client::lock` and Apache Curator's `InterProcessMutex`, and its
-/// `LeaderElection` against Curator's `LeaderLatch`, on one ZooKeeper server (a fresh ZooKeeper
+/// `ZkLeaderElection` against Curator's `LeaderLatch`, on one ZooKeeper server (a fresh ZooKeeper
 /// 3.8 container, or the ensemble of `--connect` / `ZK_CONNECT`), and prints a table and the
 /// same figures as JSON.
 ///
@@ -156,7 +156,7 @@ pub struct Args {
 /// A library under test, as `--only` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum Peer {
-    /// zk-recipes' ZkMutex, ZkLockSpace and LeaderElection
+    /// zk-recipes' ZkMutex, ZkLockSpace and ZkLeaderElection
     #[value(name = "zk-recipes")]
     ZkRecipes,
     /// zookeeper-client's Client::lock
@@ -189,7 +189,7 @@ pub enum Workload {
     /// many waiters on one lock and one session, in a child process
     #[value(name = "waiters")]
     Waiters,
-    /// leader handover between two sessions (LeaderElection, Curator's LeaderLatch)
+    /// leader handover between two sessions (ZkLeaderElection, Curator's LeaderLatch)
     #[value(name = "handover")]
     Handover,
     /// once per run: znodes left per key after the container reaper ran (own server)

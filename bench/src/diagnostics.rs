@@ -1,4 +1,4 @@
-//! What the census shows of `ZkMutex` and `LeaderElection`: requests per grant, and where an
+//! What the census shows of `ZkMutex` and `ZkLeaderElection`: requests per grant, and where an
 //! uncontended acquire's, a handoff's and a leader handover's time goes.
 
 use std::time::Duration;
@@ -135,7 +135,7 @@ pub struct RoundTrips {
     pub handover: HandoverBreakdown,
 }
 
-/// Where the time of a `LeaderElection` handover goes (medians, µs): from the leader calling
+/// Where the time of a `ZkLeaderElection` handover goes (medians, µs): from the leader calling
 /// `resign()` to the follower's `campaign()` returning, split at the follower's events.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HandoverBreakdown {

@@ -1,12 +1,12 @@
 //! The Rust locks under test behind one interface: `ZkMutex`, `ZkLockSpace` (a lock per key)
-//! and zookeeper-client's `Client::lock`; and `LeaderElection`'s candidates. Every use of the
+//! and zookeeper-client's `Client::lock`; and `ZkLeaderElection`'s candidates. Every use of the
 //! library's lock and election API is in this file.
 
 use std::sync::Arc;
 
 use zk_recipes::{
-    LeaderElection, Leadership, Session, SessionOptions, ZkLockSpace, ZkLockSpaceGuard, ZkMutex,
-    ZkMutexGuard,
+    Session, SessionOptions, ZkLeaderElection, ZkLeadership, ZkLockSpace, ZkLockSpaceGuard,
+    ZkMutex, ZkMutexGuard,
 };
 use zookeeper_client as zkc;
 
@@ -73,7 +73,7 @@ impl Conn {
     pub fn candidate(&self, path: &str, info: &str) -> Option<Candidate> {
         match self {
             Conn::Ours(session) => Some(Candidate(
-                LeaderElection::new(session, path, info).expect("a valid election path"),
+                ZkLeaderElection::new(session, path, info).expect("a valid election path"),
             )),
             Conn::ClientLock(_) => None,
         }
@@ -243,11 +243,11 @@ impl Held {
     }
 }
 
-/// A candidate in a leader election (`LeaderElection`).
-pub struct Candidate(LeaderElection);
+/// A candidate in a leader election (`ZkLeaderElection`).
+pub struct Candidate(ZkLeaderElection);
 
-/// Leading (`Leadership`).
-pub struct Leading(Leadership);
+/// Leading (`ZkLeadership`).
+pub struct Leading(ZkLeadership);
 
 impl Candidate {
     /// Campaigns until elected.
@@ -256,7 +256,7 @@ impl Candidate {
             .campaign()
             .await
             .map(Leading)
-            .map_err(|e| format!("LeaderElection::campaign: {e}"))
+            .map_err(|e| format!("ZkLeaderElection::campaign: {e}"))
     }
 }
 
@@ -264,8 +264,8 @@ impl Leading {
     /// Resigns: deletes the node and waits for the reply.
     pub async fn resign(self) -> Result<(), String> {
         self.0
-            .resign()
+            .release()
             .await
-            .map_err(|e| format!("Leadership::resign: {e}"))
+            .map_err(|e| format!("ZkLeadership::release: {e}"))
     }
 }

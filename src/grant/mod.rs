@@ -65,7 +65,7 @@ pub(crate) enum OnChange {
 ///
 /// let mutex = ZkMutex::new(&session, "/locks/orders-42")?;
 /// let guard = mutex.lock().await?;
-/// println!("holding {} with token {} (czxid {:#x})", guard.path(), guard.token(), guard.zxid());
+/// println!("holding {} with token {} (czxid {:#x})", guard.path(), guard.token(), guard.czxid());
 /// assert!(guard.is_held());
 /// guard.release().await?;
 /// # Ok(()) }
@@ -131,7 +131,7 @@ impl Grant {
 
     /// The fencing token, strictly increasing in grant order for this lock: the node's
     /// sequence number for the recipes on one long-lived root ([`ZkMutex`](crate::ZkMutex),
-    /// [`ZkRwLock`](crate::ZkRwLock), [`LeaderElection`](crate::LeaderElection)), its creation
+    /// [`ZkRwLock`](crate::ZkRwLock), [`ZkLeaderElection`](crate::ZkLeaderElection)), its creation
     /// zxid for a [`ZkLockSpace`](crate::ZkLockSpace) key (whose directory is reaped when
     /// idle). Hand it to storage with every write made under the grant.
     ///
@@ -144,13 +144,27 @@ impl Grant {
         self.token
     }
 
-    /// The node's creation zxid: ordered across the whole ensemble.
+    /// The node's creation zxid (`czxid`): ordered across the whole ensemble. A
+    /// [`ZkLockSpace`](crate::ZkLockSpace) key's token is this number.
     ///
     /// ```no_run
     /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
-    /// let zxid: i64 = guard.zxid();
+    /// let czxid: i64 = guard.czxid();
     /// # }
     /// ```
+    pub fn czxid(&self) -> i64 {
+        self.czxid
+    }
+
+    /// [`czxid`](Grant::czxid) under its old name (it is the node's creation zxid, not the
+    /// zxid of anything later).
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::ZkMutexGuard) {
+    /// let czxid: i64 = guard.czxid(); // was `guard.czxid()`
+    /// # }
+    /// ```
+    #[deprecated(note = "renamed `czxid`: it is the node's creation zxid")]
     pub fn zxid(&self) -> i64 {
         self.czxid
     }

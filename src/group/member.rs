@@ -1,45 +1,86 @@
-//! A group member's handle: a [`ZkKeptNode`] (ephemeral, at `{group}/{id}`) with the group's
-//! names for its methods.
+//! A group member's handle: a [`Guard`] of a [`ZkGroup`], on a [`ZkKeptNode`] (ephemeral, at
+//! `{group}/{id}`) with the group's names for its methods.
 
-use std::fmt;
+use std::future::Future;
 
 use tracing::info;
 
+use super::ZkGroup;
 use crate::error::Result;
+use crate::grant::LossReason;
+use crate::guard::{Guard, Holding};
 use crate::kept::{KeptState, ZkKeptNode};
 
-/// This process's membership of a group, from [`ZkGroup::join`](crate::ZkGroup::join): its node is kept until
-/// [`leave`](ZkGroupMember::leave), or until the member is dropped (the node is then deleted in
-/// the background).
+/// This process's membership of a group, from [`ZkGroup::join`]: a [`Guard`] of the group,
+/// with the same [`is_held`](Guard::is_held), [`lost`](Guard::lost) and
+/// [`release`](Guard::release) as a lock's guard, and the member's own methods. Its node is
+/// kept until [`release`](Guard::release) (leaving the group), or until the member is dropped
+/// (the node is then deleted in the background).
 ///
 /// Kept means: after a session expiry, the node is made again in the next ZooKeeper session;
-/// after someone deletes it, it is made again at once. A node of an earlier session of ours
-/// still in the way (a session this process gave up after a long disconnection, which may
-/// live on at the server until it times out) is deleted first. Another process's member with the same id is never deleted: this member
-/// stays out (a WARN event says so) until that node goes.
+/// after someone deletes it, it is made again at once. So [`lost`](Guard::lost) resolves each
+/// time the membership lapses (the session expired, the node deleted), and
+/// [`is_held`](Guard::is_held) is true again once the node is back. A node of an earlier
+/// session of ours still in the way (a session this process gave up after a long
+/// disconnection, which may live on at the server until it times out) is deleted first.
+/// Another process's member with the same id is never deleted: this member stays out (a WARN
+/// event says so) until that node goes.
 ///
 /// ```no_run
 /// # async fn demo(group: zk_recipes::ZkGroup) -> Result<(), zk_recipes::Error> {
 /// let me = group.join("worker-7", b"10.0.0.7:8080").await?;
 /// me.set_payload(b"10.0.0.7:9090").await?;
-/// me.leave().await?;
+/// me.release().await?; // leaves the group
 /// # Ok(()) }
 /// ```
-pub struct ZkGroupMember {
-    pub(super) node: ZkKeptNode,
-    pub(super) id: String,
+pub type ZkGroupMember = Guard<ZkGroup>;
+
+/// What a group member keeps: its kept node and its id. Not for use outside the library (see
+/// [`Recipe`](crate::Recipe)).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Membership {
+    node: ZkKeptNode,
+    id: String,
 }
 
-impl fmt::Debug for ZkGroupMember {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZkGroupMember")
-            .field("node", &self.node.path())
-            .field("registered", &self.is_registered())
-            .finish()
+impl crate::guard::Sealed for ZkGroup {}
+impl crate::guard::Recipe for ZkGroup {
+    type Held = Membership;
+}
+
+impl Holding for Membership {
+    fn holding_is_held(&self) -> bool {
+        matches!(self.node.state(), KeptState::Created(_))
+    }
+
+    fn holding_lost(&self) -> impl Future<Output = LossReason> + Send + '_ {
+        let mut state = self.node.watch_state();
+        async move {
+            let out = state
+                .wait_for(|s| !matches!(s, KeptState::Created(_)))
+                .await
+                .map(|s| s.clone());
+            match out {
+                Ok(KeptState::Missing) => self.node.went(),
+                // Stopped: its session was closed, or the keeper failed.
+                _ => LossReason::SessionClosed,
+            }
+        }
+    }
+
+    async fn holding_release(self) -> Result<()> {
+        let left = self.node.close().await;
+        info!(id = self.id, "left the group");
+        left
     }
 }
 
-impl ZkGroupMember {
+impl Guard<ZkGroup> {
+    pub(crate) fn member(node: ZkKeptNode, id: String) -> Self {
+        Guard::new(Membership { node, id })
+    }
+
     /// The member's id.
     ///
     /// ```no_run
@@ -48,7 +89,7 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn id(&self) -> &str {
-        &self.id
+        &self.held().id
     }
 
     /// The member's node, `{group}/{id}`.
@@ -59,11 +100,12 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn path(&self) -> &str {
-        self.node.path()
+        self.held().node.path()
     }
 
     /// Whether the member's node exists as this session's right now, as far as the keeper
-    /// knows (`false` between a session expiry or a deletion and the node being made again).
+    /// knows (`false` between a session expiry or a deletion and the node being made again):
+    /// [`is_held`](Guard::is_held) under the group's name.
     ///
     /// ```no_run
     /// # fn demo(me: zk_recipes::ZkGroupMember) {
@@ -71,7 +113,7 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn is_registered(&self) -> bool {
-        matches!(self.node.state(), KeptState::Created(_))
+        self.is_held()
     }
 
     /// The kept node under the member: its state to watch, its wait until made.
@@ -82,7 +124,7 @@ impl ZkGroupMember {
     /// # }
     /// ```
     pub fn node(&self) -> &ZkKeptNode {
-        &self.node
+        &self.held().node
     }
 
     /// Changes the member's payload: the node's data now, and the payload its node is made
@@ -105,15 +147,14 @@ impl ZkGroupMember {
     /// # Ok(()) }
     /// ```
     pub async fn set_payload(&self, payload: &[u8]) -> Result<()> {
-        self.node.set_data(payload).await
+        self.held().node.set_data(payload).await
     }
 
-    /// Leaves the group: stops keeping the node and deletes it.
+    /// Leaves the group: [`release`](Guard::release) under its old name.
     ///
     /// # Errors
     ///
-    /// [`Error::SessionClosed`](crate::Error::SessionClosed), [`Error::ConnectionLost`](crate::Error::ConnectionLost) (the node is then deleted in the
-    /// background, or goes with the session).
+    /// As [`release`](Guard::release).
     ///
     /// # Cancel safety
     ///
@@ -122,12 +163,11 @@ impl ZkGroupMember {
     ///
     /// ```no_run
     /// # async fn demo(me: zk_recipes::ZkGroupMember) -> Result<(), zk_recipes::Error> {
-    /// me.leave().await?;
+    /// me.release().await?; // was `me.leave().await?`
     /// # Ok(()) }
     /// ```
+    #[deprecated(note = "use `release`, the one name every guard has")]
     pub async fn leave(self) -> Result<()> {
-        let left = self.node.close().await;
-        info!(id = self.id, "left the group");
-        left
+        self.release().await
     }
 }

@@ -129,7 +129,7 @@ impl Members {
 ///     members = group.changed(&members).await?;
 /// #   break;
 /// }
-/// me.leave().await?;
+/// me.release().await?;
 /// # Ok(()) }
 /// ```
 pub struct ZkGroup {
@@ -180,7 +180,7 @@ impl ZkGroup {
 
     /// Joins the group as `id` with `payload`: returns once the member's node exists. The node
     /// is kept (made again after a session expiry or a deletion) until
-    /// [`leave`](ZkGroupMember::leave) or the member is dropped.
+    /// [`release`](crate::Guard::release) or the member is dropped.
     ///
     /// # Errors
     ///
@@ -228,10 +228,7 @@ impl ZkGroup {
                 ZkKeptNode::start_with(&self.session, node, KeptMode::Ephemeral, payload, options)?;
             node.created().await?;
             info!(id, "joined the group");
-            Ok(ZkGroupMember {
-                node,
-                id: id.to_owned(),
-            })
+            Ok(ZkGroupMember::member(node, id.to_owned()))
         }
         .instrument(span)
         .await

@@ -250,6 +250,12 @@ impl ZkKeptNode {
         })
     }
 
+    /// Why the node last stopped being ours (the session's end, or a deletion), for a group
+    /// member's `lost()`.
+    pub(crate) fn went(&self) -> crate::grant::LossReason {
+        self.shared.went()
+    }
+
     /// The path as given (for the protected mode: its parent and the name; the node's own path
     /// is in [`state`](ZkKeptNode::state)).
     ///
@@ -416,7 +422,7 @@ impl ZkKeptNode {
         match self.task.take() {
             Some(task) => task
                 .await
-                .unwrap_or_else(|e| Err(Error::unexpected(format!("the keeper failed: {e}")))),
+                .unwrap_or_else(|e| Err(Error::internal(format!("the keeper failed: {e}")))),
             None => Ok(()),
         }
     }

@@ -7,7 +7,7 @@
 //! group marks its root's data instead, and so do the barriers (Curator deletes a barrier's
 //! node, which a child would stop, and counts every child of a double barrier's root as a
 //! member). An anchor with no data was left by a version before
-//! the marks (a `ZkMutex`, `ZkRwLock` or `LeaderElection` root, or a semaphore's lock):
+//! the marks (a `ZkMutex`, `ZkRwLock` or `ZkLeaderElection` root, or a semaphore's lock):
 //! those kinds claim it (the first writes its mark, compare-and-set on the anchor's version
 //! 0), the others refuse it. A path whose parent is marked as a lock space is a key's
 //! directory: only the space's own keyed lock takes it.
@@ -47,7 +47,7 @@ pub enum RecipeKind {
     Mutex,
     /// [`ZkRwLock`](crate::ZkRwLock).
     RwLock,
-    /// [`LeaderElection`](crate::LeaderElection).
+    /// [`ZkLeaderElection`](crate::ZkLeaderElection).
     Election,
     /// [`ZkSemaphore`](crate::ZkSemaphore) (its root and its `locks/` queue).
     Semaphore,
@@ -115,7 +115,7 @@ impl RecipeKind {
         match self {
             RecipeKind::Mutex => "ZkMutex",
             RecipeKind::RwLock => "ZkRwLock",
-            RecipeKind::Election => "LeaderElection",
+            RecipeKind::Election => "ZkLeaderElection",
             RecipeKind::Semaphore => "ZkSemaphore",
             RecipeKind::LockSpace => "ZkLockSpace",
             RecipeKind::Count => "ZkSharedCount",
@@ -194,7 +194,7 @@ pub enum RootKind {
     /// [`layout::kind`](crate::layout::kind)).
     Taken(RecipeKind),
     /// A root anchored by an earlier version of the library (an anchor with no mark): a
-    /// `ZkMutex`, `ZkRwLock` or `LeaderElection` root, which those kinds take and other kinds
+    /// `ZkMutex`, `ZkRwLock` or `ZkLeaderElection` root, which those kinds take and other kinds
     /// refuse.
     AnchoredBefore,
     /// A key's directory inside a [`ZkLockSpace`](crate::ZkLockSpace) (its parent is marked as
@@ -221,7 +221,7 @@ impl fmt::Display for RootKind {
                 )
             }
             RootKind::AnchoredBefore => {
-                "a root anchored by an earlier version (a ZkMutex, ZkRwLock or LeaderElection), \
+                "a root anchored by an earlier version (a ZkMutex, ZkRwLock or ZkLeaderElection), \
                  which other kinds do not take: use another path"
             }
             RootKind::InLockSpace => {

@@ -8,7 +8,7 @@
 //! | [`ZkMutex`](crate::ZkMutex) | [`ANCHOR`], contenders | `lock-N` | [`owner::OwnerRecord`] | `N` at the root's czxid |
 //! | [`ZkLockSpace`](crate::ZkLockSpace) | [`ANCHOR`], one container per key ([`ZkLockSpace::key_of`](crate::ZkLockSpace::key_of)) | `_c_{uuid}-lock-N` | owner record | the node's czxid |
 //! | [`ZkRwLock`](crate::ZkRwLock) | [`ANCHOR`], contenders | `_c_{uuid}-__READ__N`, `_c_{uuid}-__WRIT__N` | owner record | `N` |
-//! | [`LeaderElection`](crate::LeaderElection) | [`ANCHOR`], candidates | `_c_{uuid}-latch-N` | the user's | `N` |
+//! | [`ZkLeaderElection`](crate::ZkLeaderElection) | [`ANCHOR`], candidates | `_c_{uuid}-latch-N` | the user's | `N` |
 //! | [`ZkSemaphore`](crate::ZkSemaphore) | [`ANCHOR`], `locks/` (a mutex), `leases/` | `_c_{uuid}-lease-N` | owner record | none |
 //! | [`ZkSharedCount`](crate::ZkSharedCount) | [`ANCHOR`] | | (the node's: 4 bytes) | |
 //! | [`ZkGroup`](crate::ZkGroup) | members (its mark is the root's data) | the member's id | the payload | |
@@ -36,6 +36,26 @@ pub mod kind;
 pub mod names;
 pub mod owner;
 pub mod rules;
+
+/// Checks a path the way every recipe checks the path it is given (a root, a key space, a
+/// group): absolute, not `/` itself, no trailing or doubled slashes, no `.` or `..`
+/// components, none of the characters ZooKeeper forbids (NUL, other control characters,
+/// non-characters), and outside ZooKeeper's reserved `/zookeeper` subtree.
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`](crate::Error::InvalidPath) with the reason.
+///
+/// ```
+/// use zk_recipes::layout::check_path;
+///
+/// assert!(check_path("/locks/orders-42").is_ok());
+/// assert!(check_path("/locks//orders").is_err());
+/// assert!(check_path("/zookeeper/quota").is_err());
+/// ```
+pub fn check_path(path: &str) -> crate::Result<()> {
+    crate::path::ZkPath::new(path).map(|_| ())
+}
 
 /// The persistent child every recipe root but a group's gets, its data the kind's mark
 /// ([`kind::RecipeKind::mark`]): it keeps the server from reaping the root (a container or TTL

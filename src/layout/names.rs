@@ -6,7 +6,7 @@
 //! | `lock-N` (data: an [owner record](super::owner)) | zk-recipes `ZkMutex`, a semaphore's internal lock | `Mutex` |
 //! | `_c_{uuid}-lock-N` | Curator `InterProcessMutex`, `LeaderSelector`; zk-recipes `ZkLockSpace`; zookeeper-client `Client::lock` with Curator's prefix | `Mutex` |
 //! | `_c_{uuid}-__READ__N`, `_c_{uuid}-__WRIT__N` | Curator `InterProcessReadWriteLock`, zk-recipes `ZkRwLock` | `RwLock` |
-//! | `_c_{uuid}-latch-N` | Curator `LeaderLatch`, zk-recipes `LeaderElection` | `Election` |
+//! | `_c_{uuid}-latch-N` | Curator `LeaderLatch`, zk-recipes `ZkLeaderElection` | `Election` |
 //! | `_c_{uuid}-lease-N` (in `{root}/leases`) | Curator `InterProcessSemaphoreV2`, zk-recipes `ZkSemaphore` | `Lease` |
 //! | `{32 hex}__lock__N`, `{32 hex}__rlock__N` | kazoo `Lock`, `WriteLock`, `Election`; `ReadLock` | `Kazoo` |
 //! | `x-{session}-N` | ZooKeeper's own `WriteLock` recipe | `ZkLock` |

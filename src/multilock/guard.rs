@@ -49,7 +49,7 @@ pub(super) async fn release_all(held: Vec<(LockRef, Held)>) -> Result<()> {
     for (lock, task) in tasks {
         let released = task
             .await
-            .unwrap_or_else(|e| Err(Error::unexpected(format!("a release failed: {e}"))));
+            .unwrap_or_else(|e| Err(Error::internal(format!("a release failed: {e}"))));
         if let Err(e) = released {
             debug!(%lock, error = %e, "release failed");
             first.get_or_insert(e);

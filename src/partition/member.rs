@@ -205,7 +205,7 @@ impl ZkPartitionMember {
         let _ = self.stop.send(true);
         if let Some(task) = self.task.take() {
             task.await
-                .map_err(|e| Error::unexpected(format!("the partition member failed: {e}")))?;
+                .map_err(|e| Error::internal(format!("the partition member failed: {e}")))?;
         }
         Ok(())
     }

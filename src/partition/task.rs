@@ -98,7 +98,7 @@ impl Machine {
     async fn run(mut self, member: ZkGroupMember) {
         let ended = self.rounds().await;
         // Leave first: the others start taking our share at once, waiting on our locks.
-        if let Err(e) = member.leave().await {
+        if let Err(e) = member.release().await {
             debug!(error = %e, "leaving the group failed; the node goes with the session");
         }
         let all: Vec<String> = lock(&self.owned).keys().cloned().collect();
@@ -250,7 +250,7 @@ impl Machine {
                     failed.get_or_insert(e);
                 }
                 Err(e) => {
-                    failed.get_or_insert(Error::unexpected(format!("a lock task failed: {e}")));
+                    failed.get_or_insert(Error::internal(format!("a lock task failed: {e}")));
                 }
             }
         }

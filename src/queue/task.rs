@@ -113,7 +113,7 @@ impl CreateTask {
                     };
                     let name = node.path[root.len() + 1..].to_owned();
                     let contender = Contender::parse(&name, &names)
-                        .ok_or_else(|| Error::unexpected(format!("unparsable node name {name}")))?;
+                        .ok_or_else(|| Error::internal(format!("unparsable node name {name}")))?;
                     let listing = match listed {
                         Ok((listing, parent)) => {
                             self.check_root(&parent)?;
@@ -308,7 +308,7 @@ impl CreateTask {
     /// A grant stands for the session it was made on, and only that one.
     fn check_owner(&self, path: &str, stat: &zk::Stat) -> Result<()> {
         if stat.ephemeral_owner != self.epoch.id() {
-            return Err(Error::unexpected(format!(
+            return Err(Error::internal(format!(
                 "{path} is owned by session {:#x}, not ours",
                 stat.ephemeral_owner
             )));

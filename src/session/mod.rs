@@ -1,37 +1,7 @@
 //! [`Session`]: one ZooKeeper session at a time, its state for every recipe to follow, and a
 //! fresh session after expiry.
 //!
-//! # Reacting to connection loss
-//!
-//! A ZooKeeper session survives short disconnects: while the client reconnects (to the same or
-//! another server) within the session timeout, every ephemeral node, lock and leadership stays.
-//! The session state goes [`SessionState::Suspended`] meanwhile; whether that already counts as
-//! "lost" for guards is the [`LossPolicy`] you choose:
-//!
-//! - [`LossPolicy::Expiry`] (the default): a grant is lost when its session expires, when its node
-//!   is deleted, or when the client stayed disconnected for a whole session timeout (then the
-//!   server has expired the session or is about to, so the client gives it up itself, closes it
-//!   and opens a new one). Between a disconnect and that moment another worker may already hold
-//!   the lock: storage must check the [`FencingToken`](crate::FencingToken).
-//! - [`LossPolicy::Suspension`]: a grant is lost as soon as the connection is suspended, and
-//!   stays lost even if the session reconnects (its node is then deleted, so the queue moves
-//!   on). Stricter, like Curator's standard error policy: a holder learns it must stop before
-//!   the ensemble can expire its session and grant anyone else.
-//!
-//! Which to choose:
-//!
-//! - A job that writes only through fenced storage (every write carries the token, the store
-//!   refuses older ones) is safe under either; `Expiry` rides out short disconnects without
-//!   handing the lock over.
-//! - A job that acts on the world in ways no store can fence (sends e-mail, calls an API, runs a
-//!   process) and must stop before anyone else starts needs `Suspension`: under `Expiry` the
-//!   ensemble can expire the session and grant the next contender (or elect the next leader)
-//!   while the old holder, cut off, has not yet heard of it, so its `lost()` resolves only a
-//!   session timeout after the disconnect, when someone else may already be at work. Under
-//!   `Suspension`, `lost()` resolves as soon as the connection goes, which is always before the
-//!   session can expire.
-//!
-//! Nothing here depends on the client's clock for safety; the fencing token does.
+//! How to react to connection loss is [`LossPolicy`]'s to say.
 
 mod cleanup;
 mod epoch;

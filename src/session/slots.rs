@@ -2,8 +2,9 @@
 //! value per type, made on first use and dropped with the session (as `http::Extensions` or
 //! tokio's task-locals key state by type).
 //!
-//! The queue keeps its depth hints here (`queue/deep.rs`), the group its member claims
-//! (`group/claims.rs`); the session itself never looks inside.
+//! The queue keeps its depth hints (`queue/deep.rs`) and whether the server names its events'
+//! transactions (`queue/proof.rs`) here, the kept nodes their path claims (`kept/claims.rs`),
+//! the double barrier its entered members; the session itself never looks inside.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;

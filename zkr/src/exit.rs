@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn library_errors_map_to_documented_codes() {
-        let path = zk_recipes::ZkPath::new("relative").unwrap_err();
+        let path = zk_recipes::layout::check_path("relative").unwrap_err();
         assert_eq!(code_of(&path), USAGE);
         let unreachable = zk_recipes::Error::Unreachable {
             connect: "x".into(),

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use serde_json::json;
-use zk_recipes::{Leader, LeaderObserver};
+use zk_recipes::{Leader, ZkLeaderObserver};
 
 use crate::args::{ElectArgs, Policy, ZkArgs};
 use crate::connect;
@@ -13,12 +13,12 @@ use crate::run::{signal_name, Signals};
 use crate::time;
 
 pub async fn observe(zk: &ZkArgs, args: &ElectArgs) -> Result<i32> {
-    zk_recipes::ZkPath::new(args.path.as_str())?;
+    zk_recipes::layout::check_path(args.path.as_str())?;
     let mut signals = Signals::new()?;
     let session = signals
         .interruptible(connect::session(zk, Policy::Expiry, None))
         .await??;
-    let mut observer = LeaderObserver::new(&session, &args.path)?;
+    let mut observer = ZkLeaderObserver::new(&session, &args.path)?;
     let mut stdout = std::io::stdout();
     loop {
         let changed = tokio::select! {

@@ -193,7 +193,7 @@ fn busy(path: &str, contenders: &[&Occupant]) -> Failure {
 
 /// `zkr repair PATH [--dry-run]`.
 pub async fn repair(zk: &ZkArgs, args: &RepairArgs) -> Result<i32> {
-    zk_recipes::ZkPath::new(args.path.as_str())?;
+    zk_recipes::layout::check_path(args.path.as_str())?;
     let session = connect::session(zk, Policy::Expiry, None).await?;
     // The client handle goes before the close (a session closes once every handle is gone).
     let result = match session.client().await {

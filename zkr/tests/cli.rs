@@ -33,7 +33,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use zk_recipes::{
-    LeaderElection, Session, SessionOptions, SessionState, ZkLockSpace, ZkMutex, ZkRwLock,
+    Session, SessionOptions, SessionState, ZkLeaderElection, ZkLockSpace, ZkMutex, ZkRwLock,
     ZkSemaphore,
 };
 use zk_testcontainers::{ensemble_unavailable_reason, scaled, FaultProxy, ZkServer};
@@ -810,14 +810,14 @@ async fn inspect_shows_every_recipe_kind_right() {
 
     // An election: a leader and a candidate.
     let s_leader = labelled(&connect, "x").await;
-    let leadership = LeaderElection::new(&s_leader, "/election", "leader-info")
+    let leadership = ZkLeaderElection::new(&s_leader, "/election", "leader-info")
         .unwrap()
         .campaign()
         .await
         .unwrap();
     let s = labelled(&connect, "x").await;
     tasks.push(tokio::spawn(async move {
-        let l = LeaderElection::new(&s, "/election", "candidate-info")
+        let l = ZkLeaderElection::new(&s, "/election", "candidate-info")
             .unwrap()
             .campaign()
             .await;
@@ -1015,7 +1015,7 @@ async fn inspect_shows_every_recipe_kind_right() {
     for (path, marked_as) in [
         ("/mutex", Some("ZkMutex")),
         ("/catalog", Some("ZkRwLock")),
-        ("/election", Some("LeaderElection")),
+        ("/election", Some("ZkLeaderElection")),
         ("/pool", Some("ZkSemaphore")),
         ("/curator", None),
         ("/orders/order-42", None),

@@ -85,7 +85,7 @@ impl Figure {
         }
     }
 
-    /// Ours (`ZkMutex`, `ZkLockSpace` or `LeaderElection`, as the workload has it).
+    /// Ours (`ZkMutex`, `ZkLockSpace` or `ZkLeaderElection`, as the workload has it).
     pub const fn ours(workload: Workload, metric: &'static Metric) -> Figure {
         Figure::of(Peer::ZkRecipes, workload, metric)
     }

@@ -1,5 +1,5 @@
 //! The prose under the ratio lines: where the once-per-run keyed workloads ran, the census's
-//! breakdowns of `ZkMutex` and `LeaderElection`, the Curator peer, and the problems (failed
+//! breakdowns of `ZkMutex` and `ZkLeaderElection`, the Curator peer, and the problems (failed
 //! windows, overlapping holders).
 
 use crate::args::Peer;
@@ -93,7 +93,7 @@ impl Report {
         }
         let h = &rt.handover;
         notes.push(format!(
-            "LeaderElection handover p50s (census): resign->watch event {}, event->re-list {}, \
+            "ZkLeaderElection handover p50s (census): resign->watch event {}, event->re-list {}, \
              re-list->grant {}, event->grant without re-list {}, grant->campaign returns {}, \
              total {} (p99 {}) (leader's delete round trip {}; one write {}, one read {}; {} \
              handovers)",

@@ -49,7 +49,7 @@ impl Shared {
                 Made::Look => return Ok(()),
             }
         }
-        Err(Error::unexpected(format!(
+        Err(Error::internal(format!(
             "{} could not be made in {ATTEMPTS} attempts",
             self.path
         )))
@@ -168,7 +168,7 @@ impl Shared {
     async fn make_parent(&self, epoch: &Epoch) -> Result<()> {
         let parent = self.parent();
         if parent == "/" {
-            return Err(Error::unexpected(format!("no root for {}", self.path)));
+            return Err(Error::internal(format!("no root for {}", self.path)));
         }
         let mode = zk::CreateMode::Container;
         crate::ops::ensure_node(epoch, &self.session, parent, &self.parent_data, mode).await

@@ -17,6 +17,7 @@ use zookeeper_client as zk;
 
 use super::{Claim, KeptMode, KeptState, Options};
 use crate::error::{connection_lost, Error, Result};
+use crate::grant::LossReason;
 use crate::layout::names::PROTECTED_PREFIX;
 use crate::path::ZkPath;
 use crate::session::{Epoch, Session};
@@ -43,6 +44,8 @@ pub(crate) struct Shared {
     failed: Mutex<Option<Error>>,
     created_once: AtomicBool,
     state: watch::Sender<KeptState>,
+    /// Why the node last stopped being ours (set as the state leaves `Created`).
+    went: Mutex<LossReason>,
 }
 
 /// What tells our nodes from others'.
@@ -92,6 +95,7 @@ impl Shared {
             failed: Mutex::new(None),
             created_once: AtomicBool::new(false),
             state,
+            went: Mutex::new(LossReason::NodeDeleted),
         }
     }
 
@@ -106,6 +110,23 @@ impl Shared {
 
     pub(super) fn failure(&self) -> Option<Error> {
         lock(&self.failed).clone()
+    }
+
+    /// Why the node last stopped being ours: the session's end, or a deletion (someone
+    /// else's, or a namesake in its place).
+    pub(super) fn went(&self) -> LossReason {
+        *lock(&self.went)
+    }
+
+    /// The node is not there as ours, for this reason (noted only as it leaves `Created`).
+    fn set_missing(&self, why: LossReason) {
+        {
+            let mut went = lock(&self.went);
+            if matches!(*self.state.borrow(), KeptState::Created(_)) {
+                *went = why;
+            }
+        }
+        self.set_state(KeptState::Missing);
     }
 
     fn set_state(&self, state: KeptState) {
@@ -171,7 +192,7 @@ impl Shared {
                 return Ok(());
             }
         }
-        Err(Error::unexpected(format!(
+        Err(Error::internal(format!(
             "the data of {path} could not be written in {ATTEMPTS} attempts"
         )))
     }
@@ -248,7 +269,7 @@ impl Shared {
             Some(epoch) => epoch.clone(),
             None => {
                 if self.mode.is_ephemeral() {
-                    self.set_state(KeptState::Missing);
+                    self.set_missing(LossReason::SessionExpired);
                 }
                 match self.session.epoch().await {
                     Ok(epoch) => {
@@ -270,7 +291,7 @@ impl Shared {
                 return Step::Again;
             }
             Ok(Look::Foreign(owner, watcher)) => {
-                self.set_state(KeptState::Missing);
+                self.set_missing(LossReason::NodeDeleted);
                 if !self.created_once.load(Ordering::SeqCst) {
                     return Step::Failed(Error::MemberIdTaken {
                         path: self.path.as_str().to_owned(),
@@ -293,7 +314,7 @@ impl Shared {
             Err(_) if epoch.is_lost() => return Step::Again,
             Err(e) => return Step::Failed(e),
         }
-        self.set_state(KeptState::Missing);
+        self.set_missing(LossReason::NodeDeleted);
         match self.make(&epoch).await {
             Ok(()) => {
                 if self.created_once.load(Ordering::SeqCst) {

@@ -113,7 +113,7 @@ pub enum Kind {
     RwLock,
     /// A `ZkSemaphore` of `worker::PERMITS` leases (`sem-N`).
     Semaphore,
-    /// A `LeaderElection` (`elect-N`): terms as tokens.
+    /// A `ZkLeaderElection` (`elect-N`): terms as tokens.
     Election,
 }
 
@@ -137,7 +137,7 @@ impl Kind {
             Kind::Keyed => "ZkLockSpace key",
             Kind::RwLock => "ZkRwLock",
             Kind::Semaphore => "ZkSemaphore",
-            Kind::Election => "LeaderElection",
+            Kind::Election => "ZkLeaderElection",
         }
     }
 

@@ -11,8 +11,8 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_recipes::{
-    Error, LeaderElection, Leadership, LossPolicy, Session, ZkLockSpace, ZkLockSpaceGuard, ZkMutex,
-    ZkMutexGuard, ZkRwLock, ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
+    Error, LossPolicy, Session, ZkLeaderElection, ZkLeadership, ZkLockSpace, ZkLockSpaceGuard,
+    ZkMutex, ZkMutexGuard, ZkRwLock, ZkRwLockGuard, ZkSemaphore, ZkSemaphoreLease,
 };
 use zk_testcontainers::scaled;
 use zookeeper_client as zkc;
@@ -26,13 +26,13 @@ use crate::support::within;
 /// its tokens are zxids); a `ZkRwLock` at `{LOCKS}/rw-N` (every third
 /// acquisition of a locker a write, the others reads); a `ZkSemaphore` of [`PERMITS`] at
 /// `{LOCKS}/sem-N` (a lease's token is its node's zxid: the semaphore's sequence restarts with
-/// its reaped `leases` directory); a `LeaderElection` at `{LOCKS}/elect-N` (the term).
+/// its reaped `leases` directory); a `ZkLeaderElection` at `{LOCKS}/elect-N` (the term).
 pub enum Locker {
     Mutex(ZkMutex),
     Keyed(ZkLockSpace, String),
     RwLock(ZkRwLock, AtomicUsize),
     Semaphore(ZkSemaphore),
-    Election(LeaderElection),
+    Election(ZkLeaderElection),
 }
 
 /// The permits of a bed's semaphore.
@@ -48,7 +48,7 @@ impl Locker {
         } else if lock.starts_with("sem-") {
             Locker::Semaphore(ZkSemaphore::new(session, &root, PERMITS).unwrap())
         } else if lock.starts_with("elect-") {
-            Locker::Election(LeaderElection::new(session, &root, "bed").unwrap())
+            Locker::Election(ZkLeaderElection::new(session, &root, "bed").unwrap())
         } else {
             Locker::Mutex(ZkMutex::new(session, &root).unwrap())
         }
@@ -79,7 +79,7 @@ pub enum Held {
     /// Shared (a read lock) or not.
     RwLock(ZkRwLockGuard, bool),
     Lease(ZkSemaphoreLease),
-    Leader(Leadership),
+    Leader(ZkLeadership),
 }
 
 impl std::ops::Deref for Held {
@@ -102,7 +102,7 @@ impl Held {
             Held::Keyed(guard) => guard.release().await,
             Held::RwLock(guard, _) => guard.release().await,
             Held::Lease(lease) => lease.release().await,
-            Held::Leader(leadership) => leadership.resign().await,
+            Held::Leader(leadership) => leadership.release().await,
         }
     }
 
@@ -110,7 +110,7 @@ impl Held {
     /// semaphore's sequence is not), everyone else's fencing token.
     pub fn history_token(&self) -> u64 {
         match self {
-            Held::Lease(lease) => lease.zxid() as u64,
+            Held::Lease(lease) => lease.czxid() as u64,
             other => other.token().as_u64(),
         }
     }

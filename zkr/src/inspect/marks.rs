@@ -23,7 +23,7 @@ pub enum Mark {
     /// No anchor, and no group's mark in the data.
     None,
     /// An anchor with no data: a version before the marks wrote it (a `ZkMutex`, `ZkRwLock` or
-    /// `LeaderElection` root, or a semaphore's `locks/`).
+    /// `ZkLeaderElection` root, or a semaphore's `locks/`).
     Before,
     /// The kind the mark names.
     Kind(RecipeKind),

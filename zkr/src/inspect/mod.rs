@@ -68,15 +68,11 @@ pub fn check_path(path: &str) -> Result<()> {
     if path == "/" {
         return Ok(());
     }
-    zk_recipes::ZkPath::new(path)
-        .map(|_| ())
-        .or_else(|err| match err {
-            // Reading under /zookeeper is harmless.
-            zk_recipes::Error::InvalidPath { reason, .. } if reason.starts_with("/zookeeper") => {
-                Ok(())
-            }
-            err => Err(Failure::from(err)),
-        })
+    zk_recipes::layout::check_path(path).or_else(|err| match err {
+        // Reading under /zookeeper is harmless.
+        zk_recipes::Error::InvalidPath { reason, .. } if reason.starts_with("/zookeeper") => Ok(()),
+        err => Err(Failure::from(err)),
+    })
 }
 
 /// Sessions of zkr's pinned to one server each, to read the clock of a server that zkr's own

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::time::Instant;
-use zk_recipes::{LossReason, Session};
+use zk_recipes::{Grant, Guard, LossReason, Recipe, Session};
 
 use super::{signal_name, sleep_until, Held, Reporter, Signals};
 use crate::args::{RunArgs, ZkArgs};
@@ -16,9 +16,9 @@ use crate::watchdog::{self, Watchdog};
 
 /// Runs CMD while `held` holds, then releases; the exit code.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn run_holding(
+pub(super) async fn run_holding<R: Recipe>(
     session: &Session,
-    held: Held,
+    held: Held<R>,
     program: &std::path::Path,
     cmd: &[OsString],
     env: &[(&'static str, String)],
@@ -26,7 +26,10 @@ pub(super) async fn run_holding(
     out: &Reporter,
     signals: &mut Signals,
     zk: &ZkArgs,
-) -> Result<i32> {
+) -> Result<i32>
+where
+    Guard<R>: std::ops::Deref<Target = Grant>,
+{
     // A second process that ends CMD's group should this one freeze (see `watchdog.rs`),
     // started first: it must be running before CMD is.
     let mut watchdog = match Watchdog::spawn(run.grace, out.mode()) {
@@ -44,7 +47,7 @@ pub(super) async fn run_holding(
             if let Some(watchdog) = watchdog {
                 watchdog.finish();
             }
-            let _ = bounded(zk, held.release()).await;
+            let _ = bounded(zk, held.guard.release()).await;
             session.close().await;
             return Err(failure);
         }
@@ -70,8 +73,8 @@ pub(super) async fn run_holding(
     if let Some(watchdog) = watchdog {
         watchdog.finish();
     }
-    let word = held.released();
-    let released = bounded(zk, held.release()).await;
+    let word = held.word;
+    let released = bounded(zk, held.guard.release()).await;
     session.close().await;
     let cmd_code = match &status {
         Ok(status) => child::exit_code(*status),
@@ -124,8 +127,8 @@ pub(super) async fn run_holding(
 
 /// Waits for CMD, watching the grant and our signals: the exit status and, if the grant was
 /// lost meanwhile, why.
-async fn supervise(
-    held: &Held,
+async fn supervise<R: Recipe>(
+    held: &Held<R>,
     running: &mut Running,
     signals: &mut Signals,
     grace: Duration,
@@ -134,7 +137,10 @@ async fn supervise(
 ) -> (
     std::io::Result<std::process::ExitStatus>,
     Option<LossReason>,
-) {
+)
+where
+    Guard<R>: std::ops::Deref<Target = Grant>,
+{
     let grant = held.grant();
     let mut lost = None;
     let mut kill_at: Option<Instant> = None;

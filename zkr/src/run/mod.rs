@@ -17,7 +17,7 @@ mod wait;
 
 use serde_json::json;
 use tokio::time::Instant;
-use zk_recipes::{Grant, LeaderElection, Leadership, ZkLockSpace, ZkMutex};
+use zk_recipes::{Grant, Guard, Recipe, Session, ZkLeaderElection, ZkLockSpace, ZkMutex};
 
 use crate::args::{ElectArgs, LockArgs, RunArgs, ZkArgs};
 use crate::child;
@@ -29,52 +29,59 @@ use hold::run_holding;
 pub use signals::{signal_name, Signals};
 use wait::wait_for_grant;
 
-/// What CMD runs under.
-enum Held {
-    Mutex(zk_recipes::ZkMutexGuard),
-    Keyed(zk_recipes::ZkLockSpaceGuard),
-    Leader(Leadership),
+/// What CMD runs under: a lock's guard or a leadership, and what giving it up is called.
+pub(super) struct Held<R: Recipe> {
+    guard: Guard<R>,
+    word: &'static str,
 }
 
-impl Held {
+impl<R: Recipe> Held<R>
+where
+    Guard<R>: std::ops::Deref<Target = Grant>,
+{
     fn grant(&self) -> &Grant {
-        match self {
-            Held::Mutex(g) => g,
-            Held::Keyed(g) => g,
-            Held::Leader(l) => l,
-        }
+        &self.guard
     }
+}
 
-    /// What giving it up is called.
-    fn released(&self) -> &'static str {
-        match self {
-            Held::Leader(_) => "resigned",
-            _ => "released",
-        }
-    }
+/// What `lock` and `elect` do first: CMD found, PATH checked, the signals caught, the session
+/// opened (interruptible).
+struct Started {
+    program: std::path::PathBuf,
+    signals: Signals,
+    out: Reporter,
+    session: Session,
+}
 
-    async fn release(self) -> zk_recipes::Result<()> {
-        match self {
-            Held::Mutex(g) => g.release().await,
-            Held::Keyed(g) => g.release().await,
-            Held::Leader(l) => l.resign().await,
-        }
-    }
+async fn start(
+    zk: &ZkArgs,
+    path: &str,
+    cmd: &[std::ffi::OsString],
+    run: &RunArgs,
+) -> Result<Started> {
+    let program = child::resolve(&cmd[0])?;
+    zk_recipes::layout::check_path(path)?;
+    let mut signals = Signals::new()?;
+    let out = Reporter::new(run);
+    let session = signals
+        .interruptible(connect::session(zk, run.loss_policy, run.owner.as_deref()))
+        .await??;
+    Ok(Started {
+        program,
+        signals,
+        out,
+        session,
+    })
 }
 
 /// `zkr lock`.
 pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
-    let program = child::resolve(&args.cmd[0])?;
-    zk_recipes::ZkPath::new(args.path.as_str())?;
-    let mut signals = Signals::new()?;
-    let out = Reporter::new(&args.run);
-    let session = signals
-        .interruptible(connect::session(
-            zk,
-            args.run.loss_policy,
-            args.run.owner.as_deref(),
-        ))
-        .await??;
+    let Started {
+        program,
+        mut signals,
+        out,
+        session,
+    } = start(zk, &args.path, &args.cmd, &args.run).await?;
     let what = match &args.key {
         Some(key) => format!("key {key:?} of {}", args.path),
         None => args.path.clone(),
@@ -84,47 +91,79 @@ pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
         Some(key) => ZkLockSpace::new(&session, &args.path)?.key_path(key)?,
         None => args.path.clone(),
     };
-    let acquired = async {
-        match &args.key {
-            None => {
-                let mutex = ZkMutex::new(&session, &args.path)?;
-                let root = args.path.clone();
-                if args.try_lock {
-                    Ok(mutex.try_lock().await?.map(|g| (Held::Mutex(g), root)))
-                } else {
-                    Ok(Some((Held::Mutex(mutex.lock().await?), root)))
-                }
-            }
-            Some(key) => {
-                let space = ZkLockSpace::new(&session, &args.path)?;
-                let root = space.key_path(key)?;
-                if args.try_lock {
-                    Ok(space.try_lock(key).await?.map(|g| (Held::Keyed(g), root)))
-                } else {
-                    Ok(Some((Held::Keyed(space.lock(key).await?), root)))
-                }
-            }
-        }
+    let run = Run {
+        zk,
+        session: &session,
+        signals: &mut signals,
+        out: &out,
+        program: &program,
     };
-    let held = wait_for_grant(
-        &session,
-        &mut signals,
-        &out,
-        (&what, &queue_root),
-        args.timeout,
-        acquired,
-    )
-    .await?;
-    let Some((held, root)) = held else {
+    match &args.key {
+        None => {
+            let mutex = ZkMutex::new(&session, &args.path)?;
+            let acquired = async {
+                match args.try_lock {
+                    true => mutex.try_lock().await,
+                    false => mutex.lock().await.map(Some),
+                }
+            };
+            hold_lock(run, &args, &what, &queue_root, acquired).await
+        }
+        Some(key) => {
+            let space = ZkLockSpace::new(&session, &args.path)?;
+            let acquired = async {
+                match args.try_lock {
+                    true => space.try_lock(key).await,
+                    false => space.lock(key).await.map(Some),
+                }
+            };
+            hold_lock(run, &args, &what, &queue_root, acquired).await
+        }
+    }
+}
+
+/// What running CMD under something held needs, whatever is held.
+struct Run<'a> {
+    zk: &'a ZkArgs,
+    session: &'a Session,
+    signals: &'a mut Signals,
+    out: &'a Reporter,
+    program: &'a std::path::Path,
+}
+
+/// `zkr lock` once it knows what it locks: waits for `acquired`, then runs CMD under it.
+async fn hold_lock<R: Recipe>(
+    run: Run<'_>,
+    args: &LockArgs,
+    what: &str,
+    root: &str,
+    acquired: impl std::future::Future<Output = zk_recipes::Result<Option<Guard<R>>>>,
+) -> Result<i32>
+where
+    Guard<R>: std::ops::Deref<Target = Grant>,
+{
+    let Run {
+        zk,
+        session,
+        signals,
+        out,
+        program,
+    } = run;
+    let held = wait_for_grant(session, signals, out, (what, root), args.timeout, acquired).await?;
+    let Some(guard) = held else {
         session.close().await;
         return Err(Failure::new(exit::BUSY, format!("{what} is busy"))
             .event("busy")
-            .with("root", queue_root));
+            .with("root", root.to_owned()));
+    };
+    let held = Held {
+        guard,
+        word: "released",
     };
     let grant = held.grant();
     let env = vec![
         ("ZK_LOCK_PATH", grant.path().to_owned()),
-        ("ZK_LOCK_ROOT", root.clone()),
+        ("ZK_LOCK_ROOT", root.to_owned()),
         ("ZK_LOCK_TOKEN", grant.token().as_u64().to_string()),
         (
             "ZK_LOCK_INCARNATION",
@@ -142,47 +181,30 @@ pub async fn lock(zk: &ZkArgs, args: LockArgs) -> Result<i32> {
         ),
     );
     run_holding(
-        &session,
-        held,
-        &program,
-        &args.cmd,
-        &env,
-        &args.run,
-        &out,
-        &mut signals,
-        zk,
+        session, held, program, &args.cmd, &env, &args.run, out, signals, zk,
     )
     .await
 }
 
 /// `zkr elect PATH -- CMD`.
 pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
-    let program = child::resolve(&args.cmd[0])?;
-    zk_recipes::ZkPath::new(args.path.as_str())?;
-    let mut signals = Signals::new()?;
-    let out = Reporter::new(&args.run);
-    let session = signals
-        .interruptible(connect::session(
-            zk,
-            args.run.loss_policy,
-            args.run.owner.as_deref(),
-        ))
-        .await??;
+    let Started {
+        program,
+        mut signals,
+        out,
+        session,
+    } = start(zk, &args.path, &args.cmd, &args.run).await?;
     let info = args
         .info
         .clone()
         .or_else(|| args.run.owner.clone())
         .unwrap_or_else(zk_recipes::layout::owner::default_label);
-    let election = LeaderElection::new(&session, &args.path, info.as_bytes())?;
+    let election = ZkLeaderElection::new(&session, &args.path, info.as_bytes())?;
     let what = format!("the election {}", args.path);
     let acquired = async {
-        if args.try_lead {
-            Ok(election
-                .try_campaign()
-                .await?
-                .map(|l| (Held::Leader(l), ())))
-        } else {
-            Ok(Some((Held::Leader(election.campaign().await?), ())))
+        match args.try_lead {
+            true => election.try_campaign().await,
+            false => election.campaign().await.map(Some),
         }
     };
     let held = wait_for_grant(
@@ -194,13 +216,17 @@ pub async fn elect(zk: &ZkArgs, args: ElectArgs) -> Result<i32> {
         acquired,
     )
     .await?;
-    let Some((held, ())) = held else {
+    let Some(guard) = held else {
         session.close().await;
         return Err(
             Failure::new(exit::BUSY, format!("someone else leads {}", args.path))
                 .event("busy")
                 .with("root", args.path.as_str()),
         );
+    };
+    let held = Held {
+        guard,
+        word: "resigned",
     };
     let grant = held.grant();
     let env = vec![

@@ -54,7 +54,7 @@ pub(super) fn with_marks(
                         kind.type_name(),
                         queue.mark.as_deref().unwrap_or_default()
                     ),
-                    None => "anchored as a ZkMutex, ZkRwLock or LeaderElection root by an \
+                    None => "anchored as a ZkMutex, ZkRwLock or ZkLeaderElection root by an \
                              earlier version"
                         .to_owned(),
                 },
