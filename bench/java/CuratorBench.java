@@ -213,6 +213,7 @@ public final class CuratorBench {
         out.append(",\"handover_p50_us\":").append(percentileUs(samples, 0.50));
         out.append(",\"handover_p99_us\":").append(percentileUs(samples, 0.99));
         out.append(",\"handover_samples\":").append(samples.size);
+        out.append(",\"handover_q_us\":").append(quantilesUs(samples));
         if (error != null) {
             out.append(",\"error\":").append(quote(error));
         }
@@ -361,6 +362,8 @@ public final class CuratorBench {
         out.append(",\"handoff_p99_us\":").append(percentileUs(handoff, 0.99));
         out.append(",\"acquire_samples\":").append(acquire.size);
         out.append(",\"handoff_samples\":").append(handoff.size);
+        out.append(",\"acquire_q_us\":").append(quantilesUs(acquire));
+        out.append(",\"handoff_q_us\":").append(quantilesUs(handoff));
         out.append(",\"cpu_ms\":").append((cpu1 - cpu0) / 1e6);
         if (log0 != null && log1 != null) {
             out.append(",\"log_syncs\":").append(log1[0] - log0[0]);
@@ -412,6 +415,20 @@ public final class CuratorBench {
             in.transferTo(reply);
             return reply.toString(StandardCharsets.UTF_8);
         }
+    }
+
+    /** The points of a latency's CDF the report keeps (bench/src/measure.rs QUANTILES). */
+    private static final double[] QUANTILES = {
+        0.01, 0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 0.95, 0.99, 0.999,
+    };
+
+    /** The latency at each of QUANTILES in microseconds, as a JSON array; empty without samples. */
+    private static String quantilesUs(Samples s) {
+        StringBuilder out = new StringBuilder("[");
+        for (int i = 0; s.size > 0 && i < QUANTILES.length; i++) {
+            out.append(i == 0 ? "" : ",").append(percentileUs(s, QUANTILES[i]));
+        }
+        return out.append(']').toString();
     }
 
     /** Nearest-rank percentile in microseconds; -1 without samples (same rule as bench/src/measure.rs). */

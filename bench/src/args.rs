@@ -32,9 +32,14 @@ use crate::locks::Lib;
         cargo run --release -p zk-recipes-bench -- --workloads keys-memory --keys 1000000"
 )]
 pub struct Args {
-    /// Also write the JSON report to PATH.
+    /// Also write the JSON report to PATH, and its plots next to it (`{stem}-cycles.svg`,
+    /// `{stem}-acquire.svg`, `{stem}-handoff.svg`).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+
+    /// Measure nothing: draw the plots of an earlier JSON report, next to it.
+    #[arg(long, value_name = "PATH")]
+    pub plot_from: Option<PathBuf>,
 
     /// Measurement window of each workload, in seconds.
     #[arg(

@@ -257,6 +257,8 @@ struct JavaWindow {
     handoff_p50_us: Option<f64>,
     handoff_p99_us: Option<f64>,
     handoff_samples: usize,
+    acquire_q_us: Vec<f64>,
+    handoff_q_us: Vec<f64>,
     cpu_ms: f64,
     log_syncs: Option<i64>,
     log_writes: Option<i64>,
@@ -265,15 +267,17 @@ struct JavaWindow {
     handover_p50_us: Option<f64>,
     handover_p99_us: Option<f64>,
     handover_samples: usize,
+    handover_q_us: Vec<f64>,
     error: Option<String>,
 }
 
 /// A latency as the Java peer prints it.
-fn latency(p50: Option<f64>, p99: Option<f64>, samples: usize) -> Latency {
+fn latency(p50: Option<f64>, p99: Option<f64>, samples: usize, quantiles: &[f64]) -> Latency {
     Latency {
         p50: p50.filter(|v| *v >= 0.0),
         p99: p99.filter(|v| *v >= 0.0),
         samples,
+        quantiles_us: quantiles.to_vec(),
     }
 }
 
@@ -286,6 +290,7 @@ impl JavaWindow {
                 self.handover_p50_us,
                 self.handover_p99_us,
                 self.handover_samples,
+                &self.handover_q_us,
             ),
             error: self.error.clone(),
         }
@@ -299,11 +304,13 @@ impl JavaWindow {
                 self.acquire_p50_us,
                 self.acquire_p99_us,
                 self.acquire_samples,
+                &self.acquire_q_us,
             ),
             handoff: latency(
                 self.handoff_p50_us,
                 self.handoff_p99_us,
                 self.handoff_samples,
+                &self.handoff_q_us,
             ),
             cpu_ms: self.cpu_ms,
             log: self

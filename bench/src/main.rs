@@ -112,6 +112,7 @@ mod keys;
 mod locks;
 mod machine;
 mod measure;
+mod plots;
 mod report;
 mod rounds;
 mod stats;
@@ -150,6 +151,21 @@ const GRID: (usize, usize) = (64, 4);
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(path) = &args.plot_from {
+        let report = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()));
+        match report.and_then(|report| plots::draw(&report, path)) {
+            Ok(written) => written
+                .iter()
+                .for_each(|p| eprintln!("bench: drew {}", p.display())),
+            Err(e) => {
+                eprintln!("bench: cannot draw {}: {e}", path.display());
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
     let census = Census::default();
     census.install();
     if let Some(peer) = args.child_waiters {
@@ -318,11 +334,18 @@ async fn main() {
         curator_skipped,
     };
     println!("{}", report.table());
-    let json = serde_json::to_string_pretty(&report.json()).expect("the report serializes");
+    let value = report.json();
+    let json = serde_json::to_string_pretty(&value).expect("the report serializes");
     println!("{json}");
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, format!("{json}\n")) {
             eprintln!("bench: cannot write {}: {e}", path.display());
+        }
+        match plots::draw(&value, path) {
+            Ok(written) => written
+                .iter()
+                .for_each(|p| eprintln!("bench: drew {}", p.display())),
+            Err(e) => eprintln!("bench: cannot draw the plots: {e}"),
         }
     }
     if let Ok(client) = zkc::Client::connect(&connect).await {

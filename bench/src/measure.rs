@@ -57,14 +57,24 @@ fn percentile_us(sorted: &[u64], p: f64) -> Option<f64> {
     Some(sorted[rank - 1] as f64 / 1000.0)
 }
 
+/// The points of a latency's distribution kept for its CDF plot (`quantiles_us`): 1 % to
+/// 99.9 %. The Java peer prints the same points (`CuratorBench.QUANTILES`).
+pub const QUANTILES: [f64; 14] = [
+    0.01, 0.05, 0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70, 0.80, 0.90, 0.95, 0.99, 0.999,
+];
+
 /// Latency summary (µs).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
     #[serde(rename = "p50_us")]
     pub p50: Option<f64>,
     #[serde(rename = "p99_us")]
     pub p99: Option<f64>,
     pub samples: usize,
+    /// The latency at each of [`QUANTILES`] (µs), for the CDF plots; empty without samples
+    /// (and in reports from before 2026-12-07).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quantiles_us: Vec<f64>,
 }
 
 impl Latency {
@@ -74,6 +84,10 @@ impl Latency {
             p50: percentile_us(&samples, 0.50),
             p99: percentile_us(&samples, 0.99),
             samples: samples.len(),
+            quantiles_us: QUANTILES
+                .iter()
+                .filter_map(|&q| percentile_us(&samples, q))
+                .collect(),
         }
     }
 }

@@ -44,6 +44,7 @@ fn lat(p50_us: f64, p99_us: f64, samples: usize, s: f64) -> Latency {
         p50: Some(p50_us * s),
         p99: Some(p99_us * s),
         samples,
+        quantiles_us: Vec::new(),
     }
 }
 
