@@ -208,10 +208,15 @@ pub fn short(text: &str) -> String {
         None => (String::new(), text),
     };
     let is_hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    let cut = match name.get(..39) {
-        Some(head) if head.starts_with("_c_") && is_hex(&head[3..]) => {
-            Some(format!("_c_{}…{}", &name[3..11], &name[39..]))
-        }
+    // Curator's protected prefix and a 36-character UUID.
+    let p = zk_recipes::layout::names::PROTECTED_PREFIX;
+    let uuid_end = p.len() + 36;
+    let cut = match name.get(..uuid_end) {
+        Some(head) if head.starts_with(p) && is_hex(&head[p.len()..]) => Some(format!(
+            "{p}{}…{}",
+            &name[p.len()..p.len() + 8],
+            &name[uuid_end..]
+        )),
         _ => match name.get(..32) {
             Some(head) if is_hex(head) && name[32..].starts_with("__") => {
                 Some(format!("{}…{}", &name[..8], &name[32..]))
