@@ -91,6 +91,10 @@ pub(super) async fn supervise(
 /// connection: a `client()` handle that someone still holds keeps the first one open.
 const OWN_CLOSE_GRACE: Duration = Duration::from_millis(100);
 
+/// How long `close` waits for a second connection's close to be answered before it asks the
+/// server again (a reattach, answered `SessionExpired` once the session is over).
+const CLOSE_RECHECK: Duration = Duration::from_millis(500);
+
 /// Ends the session for `close()` (or the last `Session` dropped), and waits (bounded by the
 /// connection timeout) for the server to confirm it, so that a process exiting right after
 /// `close().await` leaves no ephemeral node behind.
@@ -122,17 +126,23 @@ async fn close(options: &SessionOptions, info: zk::SessionInfo, watcher: &mut zk
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(left, options.reattach(info.clone())).await {
             Ok(Ok(second)) => {
-                // Dropped at once: its only request is the close.
+                // Dropped at once: its only request is the close. Its end is waited for a
+                // moment only: the next reattach's `SessionExpired` is the server's word that
+                // the session is over, and a close that lost a race with the first client's
+                // own reconnect (which takes the session back) is sent again at once.
                 let mut closing = second.state_watcher();
                 drop(second);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                terminated(&mut closing, left).await;
+                let ended = terminated(&mut closing, left.min(CLOSE_RECHECK)).await;
+                debug!(attempts, ended, took = ?started.elapsed(), "a close sent over a second connection");
             }
             Ok(Err(crate::Error::SessionExpired)) => {
                 debug!(took = ?started.elapsed(), attempts, "session closed over a second connection");
                 return;
             }
-            Ok(Err(err)) => debug!(%err, "a reattach to close the session failed"),
+            Ok(Err(err)) => {
+                debug!(%err, attempts, took = ?started.elapsed(), "a reattach to close the session failed")
+            }
             Err(_) => break,
         }
     }
