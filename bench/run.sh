@@ -25,4 +25,4 @@ fi
 if ! command -v javac >/dev/null 2>&1; then
     echo "bench: no javac (install openjdk-17-jdk-headless for the Curator peer)" >&2
 fi
-exec cargo run --release -p zk-recipes-bench -- "$@"
+exec cargo run --release -p zk-recipes-bench --bin bench -- "$@"

@@ -8,7 +8,8 @@
 //! cargo run --release -p zk-recipes-bench -- --measure 10 --warmup 2 --waiters 5000   # longer
 //! ```
 //!
-//! Flags (`--help` describes them): `--json PATH`, `--measure SECS`, `--warmup SECS`,
+//! Flags (`--help` describes them): `--json PATH` (and the plots next to it, `plots.rs`),
+//! `--plot-from PATH` (the plots of an earlier report, nothing measured), `--measure SECS`, `--warmup SECS`,
 //! `--rounds N`, `--waiters N`, `--fresh-keys N`, `--keys N`, `--no-java`, `--data-in-memory`,
 //! `--only LIBS`, `--workloads LIST` (uncontended, contended8, locks64x4, keys64x4, fresh-keys,
 //! handover, waiters, keys-left, keys-memory), and `--connect HOST:PORT` for an existing
