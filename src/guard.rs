@@ -41,7 +41,7 @@ pub trait Recipe: Sealed + 'static {
 pub trait Holding: fmt::Debug + Send + Sync + 'static {
     /// Whether it is held now, as far as the library knows.
     fn holding_is_held(&self) -> bool;
-    /// Resolves once it is not held, with why.
+    /// Resolves once it is not held, with why; what it counts from is taken when called.
     fn holding_lost(&self) -> impl Future<Output = LossReason> + Send + '_;
     /// Gives it up.
     fn holding_release(self) -> impl Future<Output = Result<()>> + Send;
@@ -132,8 +132,10 @@ impl<R: Recipe> Guard<R> {
     }
 
     /// Resolves once it is not held, with why (at once if it is not held now). For a grant
-    /// see [`Grant::lost`]; a group member's node is made again by its keeper after a loss, so
-    /// a later call waits for the next one.
+    /// see [`Grant::lost`]. A group member's node is made again by its keeper after each lapse,
+    /// so for a member the future counts from the moment `lost()` is called (not from its
+    /// first poll): a lapse after the call resolves it even if the node is back by the time the
+    /// future is awaited, and a later call waits for the next lapse.
     ///
     /// # Cancel safety
     ///
@@ -148,8 +150,8 @@ impl<R: Recipe> Guard<R> {
     /// }
     /// # }
     /// ```
-    pub async fn lost(&self) -> LossReason {
-        self.held.holding_lost().await
+    pub fn lost(&self) -> impl Future<Output = LossReason> + Send + '_ {
+        self.held.holding_lost()
     }
 
     /// Releases: deletes the node (a lock's, a lease's, a leadership's, a member's), which

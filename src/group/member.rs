@@ -55,16 +55,24 @@ impl Holding for Membership {
     }
 
     fn holding_lost(&self) -> impl Future<Output = LossReason> + Send + '_ {
-        let mut state = self.node.watch_state();
+        // The lapses are counted, so that one the keeper mended at once (the node made again
+        // in a new session a moment later) is not missed between two looks at the state.
+        // The keeper counts a lapse while it holds the state's lock, so the two are read
+        // together here under that lock.
+        let mut lapses = self.node.lapses();
+        let state = self.node.watch_state();
+        let (seen, last, out_now) = {
+            let state = state.borrow();
+            let (seen, last) = *lapses.borrow_and_update();
+            (seen, last, !matches!(*state, KeptState::Created(_)))
+        };
         async move {
-            let out = state
-                .wait_for(|s| !matches!(s, KeptState::Created(_)))
-                .await
-                .map(|s| s.clone());
-            match out {
-                Ok(KeptState::Missing) => self.node.went(),
-                // Stopped: its session was closed, or the keeper failed.
-                _ => LossReason::SessionClosed,
+            if out_now {
+                return last;
+            }
+            match lapses.wait_for(|(n, _)| *n > seen).await {
+                Ok(lapse) => lapse.1,
+                Err(_) => LossReason::SessionClosed,
             }
         }
     }

@@ -250,10 +250,10 @@ impl ZkKeptNode {
         })
     }
 
-    /// Why the node last stopped being ours (the session's end, or a deletion), for a group
-    /// member's `lost()`.
-    pub(crate) fn went(&self) -> crate::grant::LossReason {
-        self.shared.went()
+    /// The node's lapses so far (how many times it stopped being ours) and why the last one
+    /// happened, for a group member's `lost()`.
+    pub(crate) fn lapses(&self) -> watch::Receiver<(u64, crate::grant::LossReason)> {
+        self.shared.lapses()
     }
 
     /// The path as given (for the protected mode: its parent and the name; the node's own path

@@ -44,8 +44,10 @@ pub(crate) struct Shared {
     failed: Mutex<Option<Error>>,
     created_once: AtomicBool,
     state: watch::Sender<KeptState>,
-    /// Why the node last stopped being ours (set as the state leaves `Created`).
-    went: Mutex<LossReason>,
+    /// The node's lapses: how many times it stopped being ours (the state left `Created`),
+    /// and why the last time. A count, not the state, so that a lapse the keeper mended at
+    /// once (a new session's node made a moment later) is still seen by whoever waits.
+    lapses: watch::Sender<(u64, LossReason)>,
 }
 
 /// What tells our nodes from others'.
@@ -95,7 +97,7 @@ impl Shared {
             failed: Mutex::new(None),
             created_once: AtomicBool::new(false),
             state,
-            went: Mutex::new(LossReason::NodeDeleted),
+            lapses: watch::Sender::new((0, LossReason::NodeDeleted)),
         }
     }
 
@@ -112,30 +114,37 @@ impl Shared {
         lock(&self.failed).clone()
     }
 
-    /// Why the node last stopped being ours: the session's end, or a deletion (someone
-    /// else's, or a namesake in its place).
-    pub(super) fn went(&self) -> LossReason {
-        *lock(&self.went)
+    /// The node's lapses so far and why the last one happened: the session's end, a deletion
+    /// (someone else's, or a namesake in its place), or the keeper stopped.
+    pub(super) fn lapses(&self) -> watch::Receiver<(u64, LossReason)> {
+        self.lapses.subscribe()
     }
 
-    /// The node is not there as ours, for this reason (noted only as it leaves `Created`).
+    /// The node is not there as ours, for this reason (a lapse if it was).
     fn set_missing(&self, why: LossReason) {
-        {
-            let mut went = lock(&self.went);
-            if matches!(*self.state.borrow(), KeptState::Created(_)) {
-                *went = why;
-            }
-        }
-        self.set_state(KeptState::Missing);
+        self.set_state_because(KeptState::Missing, why);
     }
 
     fn set_state(&self, state: KeptState) {
+        self.set_state_because(state, LossReason::SessionClosed);
+    }
+
+    /// Sets the state; one that leaves `Created` counts a lapse, for `why`.
+    fn set_state_because(&self, state: KeptState, why: LossReason) {
         if matches!(state, KeptState::Created(_)) {
             self.created_once.store(true, Ordering::SeqCst);
         }
         self.state.send_if_modified(|s| {
             let changed = *s != state && *s != KeptState::Stopped;
             if changed {
+                if matches!(s, KeptState::Created(_)) && !matches!(state, KeptState::Created(_)) {
+                    // Counted under the state's lock: a reader that takes the state's lock
+                    // and then the count sees the two agree.
+                    self.lapses.send_modify(|(n, reason)| {
+                        *n += 1;
+                        *reason = why;
+                    });
+                }
                 *s = state;
             }
             changed
