@@ -368,6 +368,8 @@ public final class CuratorBench {
         if (log0 != null && log1 != null) {
             out.append(",\"log_syncs\":").append(log1[0] - log0[0]);
             out.append(",\"log_writes\":").append(log1[1] - log0[1]);
+            out.append(",\"log_requests\":").append(log1[2] - log0[2]);
+            out.append(",\"log_replies\":").append(log1[3] - log0[3]);
         }
         out.append(",\"violations\":").append(violations);
         if (error != null) {
@@ -378,14 +380,20 @@ public final class CuratorBench {
 
     /**
      * The server's log syncs so far (`zk_cnt_sync_processor_batch_size` of `mntr`) and its last
-     * zxid (`srvr`); null when it does not answer them (same as bench/src/zk.rs).
+     * zxid (`srvr`), and the packets it took in and sent out (`zk_packets_received`,
+     * `zk_packets_sent`); null when it does not answer them (same as bench/src/zk.rs).
      */
     private static long[] logCounters() {
         try {
-            Long syncs = null;
+            Long syncs = null, received = null, sent = null;
             for (String line : fourLetter("mntr").split("\n")) {
+                String value = line.substring(line.indexOf('\t') + 1).trim();
                 if (line.startsWith("zk_cnt_sync_processor_batch_size")) {
-                    syncs = Long.parseLong(line.substring(line.indexOf('\t') + 1).trim());
+                    syncs = Long.parseLong(value);
+                } else if (line.startsWith("zk_packets_received")) {
+                    received = Long.parseLong(value);
+                } else if (line.startsWith("zk_packets_sent")) {
+                    sent = Long.parseLong(value);
                 }
             }
             Long zxid = null;
@@ -394,7 +402,9 @@ public final class CuratorBench {
                     zxid = Long.parseUnsignedLong(line.substring("Zxid: 0x".length()).trim(), 16);
                 }
             }
-            return syncs == null || zxid == null ? null : new long[] {syncs, zxid};
+            return syncs == null || zxid == null || received == null || sent == null
+                    ? null
+                    : new long[] {syncs, zxid, received, sent};
         } catch (Exception e) {
             return null;
         }

@@ -262,6 +262,8 @@ struct JavaWindow {
     cpu_ms: f64,
     log_syncs: Option<i64>,
     log_writes: Option<i64>,
+    log_requests: Option<i64>,
+    log_replies: Option<i64>,
     violations: u64,
     handovers: usize,
     handover_p50_us: Option<f64>,
@@ -317,6 +319,10 @@ impl JavaWindow {
                 .log_syncs
                 .zip(self.log_writes)
                 .and_then(|(s, w)| Some((u64::try_from(s).ok()?, u64::try_from(w).ok()?))),
+            packets: self
+                .log_requests
+                .zip(self.log_replies)
+                .and_then(|(r, s)| Some((u64::try_from(r).ok()?, u64::try_from(s).ok()?))),
             violations: self.violations,
             error: self.error.clone(),
         }

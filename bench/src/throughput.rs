@@ -10,7 +10,7 @@ use crate::args::Args;
 use crate::census::Census;
 use crate::locks::{Conn, Lib, Locker, Parents};
 use crate::measure::{cpu_time, now_ns, Latency};
-use crate::zk::{log_counters, log_delta, mkdir};
+use crate::zk::{log_counters, log_delta, mkdir, packet_delta};
 
 /// What a throughput workload measured.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +22,9 @@ pub struct Figures {
     pub cpu_ms: f64,
     /// The server's log syncs (fsyncs) and writes in the window, when it reports them.
     pub log: Option<(u64, u64)>,
+    /// The packets the server took in (requests) and sent out (replies and watch events) in
+    /// the window, when it reports them.
+    pub packets: Option<(u64, u64)>,
     pub violations: u64,
     pub error: Option<String>,
 }
@@ -37,6 +40,18 @@ impl Figures {
     pub fn writes_per_sync(&self) -> Option<f64> {
         let (syncs, writes) = self.log?;
         (syncs > 0 && self.error.is_none()).then(|| writes as f64 / syncs as f64)
+    }
+
+    /// Requests the server took in per cycle (every session's pings included: a few per second).
+    pub fn requests_per_cycle(&self) -> Option<f64> {
+        let (received, _) = self.packets?;
+        (self.cycles > 0 && self.error.is_none()).then(|| received as f64 / self.cycles as f64)
+    }
+
+    /// Replies and watch events the server sent per cycle.
+    pub fn replies_per_cycle(&self) -> Option<f64> {
+        let (_, sent) = self.packets?;
+        (self.cycles > 0 && self.error.is_none()).then(|| sent as f64 / self.cycles as f64)
     }
 
     pub fn cycles_per_s(&self) -> Option<f64> {
@@ -63,6 +78,10 @@ impl Figures {
             "server_writes": self.log.map(|(_, w)| w),
             "server_log_syncs_per_cycle": self.syncs_per_cycle(),
             "server_writes_per_log_sync": self.writes_per_sync(),
+            "server_requests": self.packets.map(|(r, _)| r),
+            "server_replies": self.packets.map(|(_, s)| s),
+            "server_requests_per_cycle": self.requests_per_cycle(),
+            "server_replies_per_cycle": self.replies_per_cycle(),
             "overlapping_holders": self.violations,
             "error": self.error,
         })
@@ -257,6 +276,7 @@ pub async fn run_locks(
         seconds: args.measure.as_secs_f64(),
         cpu_ms: (cpu1 - cpu0).as_secs_f64() * 1000.0,
         log: log_delta(log0, log1),
+        packets: packet_delta(log0, log1),
         ..Figures::default()
     };
     let (mut acquire, mut handoff) = (Vec::new(), Vec::new());

@@ -85,29 +85,51 @@ pub async fn total_watches(connect: &str) -> Option<u64> {
 
 /// The server's transaction-log counters at one moment: how many times its sync thread has
 /// flushed the log (`zk_cnt_sync_processor_batch_size` of `mntr`: one fsync each), and its last
-/// zxid (`srvr`), which counts the writes (one per transaction, within an epoch).
+/// zxid (`srvr`), which counts the writes (one per transaction, within an epoch); and the
+/// packets it has taken in (`zk_packets_received`: requests, pings included) and sent out
+/// (`zk_packets_sent`: replies and watch events).
 #[derive(Clone, Copy, Debug)]
 pub struct LogCounters {
     pub syncs: u64,
     pub zxid: u64,
+    pub received: u64,
+    pub sent: u64,
 }
 
 /// The log's counters now; `None` when the server does not answer `mntr` and `srvr`.
 pub async fn log_counters(connect: &str) -> Option<LogCounters> {
     let (mntr, srvr) = tokio::join!(four_letter(connect, "mntr"), four_letter(connect, "srvr"));
-    let syncs = mntr?.lines().find_map(|l| {
-        l.strip_prefix("zk_cnt_sync_processor_batch_size")
-            .and_then(|v| v.trim().parse().ok())
-    })?;
+    let mntr = mntr?;
+    let counter = |name: &str| {
+        mntr.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    };
+    let syncs = counter("zk_cnt_sync_processor_batch_size")?;
+    let received = counter("zk_packets_received")?;
+    let sent = counter("zk_packets_sent")?;
     let zxid = srvr?.lines().find_map(|l| {
         l.strip_prefix("Zxid: 0x")
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
     })?;
-    Some(LogCounters { syncs, zxid })
+    Some(LogCounters {
+        syncs,
+        zxid,
+        received,
+        sent,
+    })
 }
 
 /// Log syncs and writes between two readings.
 pub fn log_delta(before: Option<LogCounters>, after: Option<LogCounters>) -> Option<(u64, u64)> {
     let (b, a) = (before?, after?);
     Some((a.syncs.checked_sub(b.syncs)?, a.zxid.checked_sub(b.zxid)?))
+}
+
+/// Packets the server took in and sent out between two readings.
+pub fn packet_delta(before: Option<LogCounters>, after: Option<LogCounters>) -> Option<(u64, u64)> {
+    let (b, a) = (before?, after?);
+    Some((
+        a.received.checked_sub(b.received)?,
+        a.sent.checked_sub(b.sent)?,
+    ))
 }

@@ -73,7 +73,7 @@ fn floor(s: f64) -> Floor {
 }
 
 /// A lock window: cycles/s, acquire p50/p99 and handoff p50/p99 (µs), CPU per 1k cycles (ms),
-/// log syncs and writes per cycle.
+/// log syncs and writes per cycle, the server's requests and replies per cycle.
 struct Lock {
     cps: f64,
     acquire: (f64, f64),
@@ -81,6 +81,8 @@ struct Lock {
     cpu: f64,
     syncs: f64,
     writes: f64,
+    requests: f64,
+    replies: f64,
 }
 
 impl Lock {
@@ -100,6 +102,7 @@ impl Lock {
                 (self.syncs * n) as u64,
                 (self.writes * self.syncs * n) as u64,
             )),
+            packets: Some(((self.requests * n) as u64, (self.replies * n) as u64)),
             violations: 0,
             error: None,
         }
@@ -114,8 +117,10 @@ fn lock(peer: Peer, workload: Workload) -> Lock {
         cpu,
         syncs,
         writes,
+        requests: 0.0,
+        replies: 0.0,
     };
-    match (peer, workload) {
+    let mut lock = match (peer, workload) {
         (Peer::ZkRecipes, Workload::Uncontended) => {
             l(1135.0, (450.0, 700.0), None, 140.9, 2.0, 1.0)
         }
@@ -156,7 +161,13 @@ fn lock(peer: Peer, workload: Workload) -> Lock {
         (Peer::Curator, Workload::Locks64x4) => l(2737.0, (1400.0, 4100.0), None, 213.4, 0.54, 3.7),
         (Peer::ZkRecipes, _) => l(4285.0, (930.0, 2500.0), None, 73.7, 0.52, 3.88),
         (_, _) => l(5258.0, (760.0, 2000.0), None, 52.5, 0.53, 3.82),
-    }
+    };
+    (lock.requests, lock.replies) = match peer {
+        Peer::ZkRecipes => (4.6, 5.9),
+        Peer::ClientLock => (4.9, 5.3),
+        Peer::Curator => (5.8, 6.4),
+    };
+    lock
 }
 
 fn fresh(peer: Peer, s: f64) -> FreshFigures {

@@ -157,6 +157,19 @@ pub const WRITES_PER_SYNC: Metric = metric(
     Unit::Dec(2),
     Of::Lock(Figures::writes_per_sync),
 );
+/// What a cycle asks of the server (issue #27): requests in, replies and watch events out.
+pub const REQUESTS: Metric = metric(
+    "server_requests_per_cycle",
+    "requests/cycle",
+    Unit::Dec(2),
+    Of::Lock(Figures::requests_per_cycle),
+);
+pub const REPLIES: Metric = metric(
+    "server_replies_per_cycle",
+    "replies+events/cycle",
+    Unit::Dec(2),
+    Of::Lock(Figures::replies_per_cycle),
+);
 
 // The fresh-keys window.
 pub const FRESH_P50: Metric = metric(

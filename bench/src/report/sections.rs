@@ -7,7 +7,7 @@ use crate::keys::FreshFigures;
 
 use super::metrics::{
     metric, Figure, Metric, Of, ACQUIRE_P50, ACQUIRE_P99, CPU, CYCLES, FORGOTTEN_P50, FRESH_P50,
-    HANDOFF_P50, HANDOFF_P99, HANDOVER_P50, RELOCK_P50, SYNCS, WRITES_PER_SYNC,
+    HANDOFF_P50, HANDOFF_P99, HANDOVER_P50, RELOCK_P50, REPLIES, REQUESTS, SYNCS, WRITES_PER_SYNC,
 };
 use super::thousands;
 use super::unit::Unit;
@@ -42,7 +42,7 @@ impl Section {
 const NOT_MEASURED: &str = "not measured";
 /// Curator runs the lock workloads on roots only (`curator::supports`).
 const NO_CURATOR: &[(Peer, &str)] = &[(Peer::Curator, NOT_MEASURED)];
-const LOCK_SHORT: &[Metric] = &[CYCLES, CPU, SYNCS, WRITES_PER_SYNC];
+const LOCK_SHORT: &[Metric] = &[CYCLES, CPU, SYNCS, WRITES_PER_SYNC, REQUESTS, REPLIES];
 
 /// The table of the rounds, section by section (the JSON's summary has the same).
 pub const SECTIONS: &[Section] = &[
@@ -56,6 +56,8 @@ pub const SECTIONS: &[Section] = &[
             CPU,
             SYNCS,
             WRITES_PER_SYNC,
+            REQUESTS,
+            REPLIES,
         ],
         absent: &[],
     },
@@ -71,6 +73,8 @@ pub const SECTIONS: &[Section] = &[
             CPU,
             SYNCS,
             WRITES_PER_SYNC,
+            REQUESTS,
+            REPLIES,
         ],
         absent: &[],
     },
