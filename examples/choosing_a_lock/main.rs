@@ -12,6 +12,8 @@
 //! cargo run --release --example choosing_a_lock -- --pause      # the pause incident only
 //! cargo run --release --example choosing_a_lock -- --failover --clock
 //! cargo run --release --example choosing_a_lock -- --sale --rounds 5 --buyers 500
+//! cargo run --release --example choosing_a_lock -- --sale --json docs/choosing-a-lock/sale.json
+//! cargo run --release --example choosing_a_lock -- --plot-from docs/choosing-a-lock/sale.json
 //! cargo run --release --example choosing_a_lock -- --kinds redis,zk-fenced
 //! ```
 //!
@@ -29,12 +31,14 @@ mod duel;
 mod failover;
 mod kinds;
 mod pause;
+mod plots;
 mod redis_lock;
 mod sale;
 mod servers;
 mod store;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kinds::{Ctx, Kind};
@@ -116,6 +120,10 @@ struct Options {
     frozen_rounds: usize,
     ttl: Duration,
     freeze: Duration,
+    /// The sale's rounds written here as JSON, its plots drawn next to it.
+    json: Option<PathBuf>,
+    /// Draw the plots of this earlier JSON and run nothing.
+    plot_from: Option<PathBuf>,
 }
 
 fn parse_args(args: &[String]) -> Options {
@@ -136,6 +144,8 @@ fn parse_args(args: &[String]) -> Options {
         frozen_rounds: 1,
         ttl: Duration::from_secs(2),
         freeze: Duration::from_secs(4),
+        json: None,
+        plot_from: None,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, what: &str| -> u64 {
@@ -163,10 +173,20 @@ fn parse_args(args: &[String]) -> Options {
             "--pool" => o.plan.pool = num(it.next(), a) as usize,
             "--ttl-ms" => o.ttl = Duration::from_millis(num(it.next(), a)),
             "--freeze-ms" => o.freeze = Duration::from_millis(num(it.next(), a)),
+            "--json" => {
+                o.json = Some(it.next().unwrap_or_else(|| fail("--json needs a path")).into())
+            }
+            "--plot-from" => {
+                o.plot_from = Some(
+                    it.next()
+                        .unwrap_or_else(|| fail("--plot-from needs a path"))
+                        .into(),
+                )
+            }
             other => fail(&format!(
                 "unknown argument {other:?} (--pause, --sale, --failover, --clock, --kinds a,b, --rounds N, \
                  --frozen-rounds N, --buyers N, --products N, --stock N, --pool N, --ttl-ms N, \
-                 --freeze-ms N)"
+                 --freeze-ms N, --json PATH, --plot-from PATH)"
             )),
         }
     }
@@ -191,6 +211,13 @@ async fn main() {
         return;
     }
     let o = parse_args(&args);
+    if let Some(path) = &o.plot_from {
+        let written = plots::redraw(path).unwrap_or_else(|e| fail(&e));
+        for p in written {
+            println!("drew {}", p.display());
+        }
+        return;
+    }
     let servers = servers::Servers::start(6).unwrap_or_else(|e| fail(&format!("servers: {e}")));
     println!(
         "Redis at {}; PostgreSQL at {}",
@@ -232,7 +259,7 @@ async fn main() {
             ok &= run_clock(&o, &servers, &addrs, &nonce).await?;
         }
         if o.sale {
-            ok &= run_sale(&o, &addrs, &nonce).await?;
+            ok &= run_sale(&o, &args, &addrs, &nonce).await?;
         }
         Ok::<bool, String>(ok)
     }
@@ -427,9 +454,25 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (mid, v[0], v[v.len() - 1])
 }
 
-async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> Result<bool, String> {
+async fn run_sale(
+    o: &Options,
+    args: &[String],
+    addrs: &Addrs,
+    nonce: &str,
+) -> Result<bool, String> {
     let p = o.plan;
     let mut ok = true;
+    let mut report = sale::Report {
+        date: sale::utc_date(nonce.parse::<u64>().unwrap_or(0) / 1000),
+        args: args.to_vec(),
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        buyers: p.buyers,
+        products: p.products,
+        stock: p.stock,
+        pool: p.pool,
+        ttl_ms: o.ttl.as_millis() as u64,
+        variants: Vec::new(),
+    };
     for (variant, rounds, frozen) in [
         ("no pause", o.rounds, None),
         (
@@ -488,6 +531,26 @@ async fn run_sale(o: &Options, addrs: &Addrs, nonce: &str) -> Result<bool, Strin
                 fmt(col(|r| r.p99_ms), 0),
                 fmt(col(|r| r.retries as f64), 0),
             );
+        }
+        report.variants.push(sale::Variant {
+            name: variant.to_owned(),
+            frozen_ms: frozen.map(|f| f.as_millis() as u64),
+            kinds: o
+                .kinds
+                .iter()
+                .map(|k| sale::KindRounds {
+                    kind: k.name().to_owned(),
+                    rounds: results.remove(k).unwrap_or_default(),
+                })
+                .collect(),
+        });
+    }
+    if let Some(path) = &o.json {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("\nwrote {}", path.display());
+        for p in plots::draw(&report, path)? {
+            println!("drew {}", p.display());
         }
     }
     Ok(ok)

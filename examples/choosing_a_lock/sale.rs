@@ -3,9 +3,12 @@
 //! `products` products of `stock` seats each, one lock per product, the stock decremented
 //! inside the lock in PostgreSQL with the order recorded in the same statement. Optionally one
 //! more buyer (its own process) is frozen inside the lock of product 0 while the crowd buys.
+//! A run's rounds are kept as a [`Report`], written as JSON with `--json` (plots.rs draws it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 use crate::kinds::{self, Attempt, Kind};
 use crate::Addrs;
@@ -21,7 +24,7 @@ pub struct Plan {
 }
 
 /// One round's measurements.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Round {
     pub sold: i64,
     pub oversold: i64,
@@ -34,6 +37,55 @@ pub struct Round {
     pub p99_ms: f64,
     pub retries: u64,
     pub failed: u64,
+    /// Every buyer's time to its answer, ms, sorted (what p50 and p99 are taken from).
+    pub latencies_ms: Vec<f64>,
+}
+
+/// A sale run as the JSON keeps it: the plan, and every round of every kind.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// The day the run started (UTC), `YYYY-MM-DD`.
+    pub date: String,
+    /// The command line's arguments after the binary.
+    pub args: Vec<String>,
+    pub cores: usize,
+    pub buyers: usize,
+    pub products: usize,
+    pub stock: i64,
+    pub pool: usize,
+    pub ttl_ms: u64,
+    pub variants: Vec<Variant>,
+}
+
+/// One variant of the sale (no pause, or one buyer frozen).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Variant {
+    pub name: String,
+    /// How long the frozen buyer is frozen, ms (None: nobody is).
+    pub frozen_ms: Option<u64>,
+    pub kinds: Vec<KindRounds>,
+}
+
+/// One lock kind's rounds, in the order they ran.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct KindRounds {
+    pub kind: String,
+    pub rounds: Vec<Round>,
+}
+
+/// `YYYY-MM-DD` of a time `secs` seconds after the Unix epoch, UTC (the proleptic Gregorian
+/// calendar, counted in 400-year eras of 146097 days from 0000-03-01).
+pub fn utc_date(secs: u64) -> String {
+    let days = (secs / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -131,7 +183,7 @@ pub async fn run(kind: Kind, addrs: &Addrs, plan: Plan, nonce: &str) -> Result<R
     let (mut last_sale, mut retries, mut failed) = (Duration::ZERO, 0, 0);
     for t in tasks {
         let (at, bought, r, err) = t.await.map_err(|e| e.to_string())?;
-        latencies.push(at.as_secs_f64() * 1000.0);
+        latencies.push(at.as_micros() as f64 / 1000.0);
         if bought {
             last_sale = last_sale.max(at);
         }
@@ -159,5 +211,21 @@ pub async fn run(kind: Kind, addrs: &Addrs, plan: Plan, nonce: &str) -> Result<R
         p99_ms: percentile(&latencies, 0.99),
         retries,
         failed,
+        latencies_ms: latencies,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(951_782_400), "2000-02-29");
+        assert_eq!(utc_date(951_868_800), "2000-03-01");
+        // 2026-12-07 23:59:59 UTC.
+        assert_eq!(utc_date(1_796_687_999), "2026-12-07");
+        assert_eq!(utc_date(1_796_688_000), "2026-12-08");
+    }
 }
