@@ -315,6 +315,9 @@ pub enum LockAt {
     /// Redis nodes (one, or Redlock's five), those at the indexes of the second field
     /// unreachable for this holder.
     Redis(Vec<String>, Vec<usize>),
+    /// Redis nodes, those that do not answer this holder's connection (frozen) unreachable for
+    /// it.
+    RedisAnswering(Vec<String>),
     /// A ZooKeeper connect string.
     Zk(String),
 }
@@ -324,6 +327,10 @@ pub async fn ctx(kind: Kind, at: LockAt, pg: String, ttl: Duration) -> Result<Ct
     let (redis, zk) = match at {
         LockAt::Redis(urls, cut) => (
             Some(crate::redis_lock::RedisNodes::connect_cut(&urls, ttl, &cut).await?),
+            None,
+        ),
+        LockAt::RedisAnswering(urls) => (
+            Some(crate::redis_lock::RedisNodes::connect_answering(&urls, ttl).await?),
             None,
         ),
         LockAt::Zk(connect) => {

@@ -5,6 +5,13 @@
 //! only; the primary is SIGKILLed, the replica resumed and promoted (`REPLICAOF NO ONE`), and
 //! holder 2 takes the lock on it, with a token from the same `INCR`.
 //!
+//! Redlock (the restart case of Kleppmann's "How to do distributed locking"): five nodes A-E of
+//! its own, without persistence; D and E are frozen (SIGSTOP) before holder 1 connects, so they
+//! do not answer it and it takes the lock on A, B and C only (frozen after it connected, they
+//! would run its `SET` from their socket buffers when resumed); D and E are resumed; C is
+//! SIGKILLed and started again on its port without its keys, as a node that had not fsynced
+//! them; holder 2 takes C, D and E, a majority, within holder 1's validity.
+//!
 //! ZooKeeper: a 3-member ensemble; holder 1 holds a `ZkLockSpace` key; the leader is killed;
 //! holder 2 tries to take the lock while holder 1's session reconnects to a surviving member,
 //! and for longer than a session timeout after that; then holder 1 writes and lets go.
@@ -17,17 +24,19 @@ use crate::servers::Servers;
 use zk_recipes::SessionState;
 use zk_testcontainers::ZkEnsemble;
 
-/// The kinds this incident is about: the Redis lock on a replicated Redis, and ZooKeeper.
+/// The kinds this incident is about: the Redis lock on a replicated Redis, Redlock, and
+/// ZooKeeper.
 pub fn applies(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::Redis | Kind::RedisIncr | Kind::Zk | Kind::ZkFenced
+        Kind::Redis | Kind::RedisIncr | Kind::Redlock | Kind::Zk | Kind::ZkFenced
     )
 }
 
-/// Whether the design lets two hold at once here: asynchronous replication loses the lock.
+/// Whether the design lets two hold at once here: asynchronous replication loses the lock, and
+/// a Redlock node restarted without its keys gives holder 1's vote to holder 2.
 pub fn two_allowed(kind: Kind) -> bool {
-    matches!(kind, Kind::Redis | Kind::RedisIncr)
+    matches!(kind, Kind::Redis | Kind::RedisIncr | Kind::Redlock)
 }
 
 async fn redis_conn(url: &str) -> Result<redis::aio::MultiplexedConnection, String> {
@@ -151,6 +160,99 @@ pub async fn run_redis(
     );
     // Holder 2 finds the lock free at once if it is lost; it is given twice the TTL.
     if tl.expect("holder 2", "locked", ttl * 2).await? {
+        tl.expect("holder 2", "done", Duration::from_secs(30))
+            .await?;
+    }
+    let _ = go.ok_or("no go for holder 1")?.send(());
+    tl.note("orchestrator", "holder 1 may write");
+    duel::finish(kind, tl, &db, &item, vec![h1, h2]).await
+}
+
+/// The Redlock nodes' names.
+const NODES: [&str; 5] = ["A", "B", "C", "D", "E"];
+
+/// Which nodes have `key`: each node's name and the value's first 8 characters, or `-`.
+async fn who_has(urls: &[String], key: &str) -> Result<String, String> {
+    let mut have = Vec::new();
+    for (url, name) in urls.iter().zip(NODES) {
+        let mut conn = redis_conn(url).await?;
+        let value: Option<String> = cmd(&mut conn, &["GET", key]).await?;
+        let value = value.map_or("-".to_owned(), |v| v.chars().take(8).collect());
+        have.push(format!("{name} {value}"));
+    }
+    Ok(have.join(", "))
+}
+
+/// The Redlock row.
+pub async fn run_redlock(
+    servers: &Servers,
+    pg: &str,
+    ttl: Duration,
+    nonce: &str,
+) -> Result<Outcome, String> {
+    let kind = Kind::Redlock;
+    let item = format!("failover-{kind}-{nonce}");
+    let db = crate::store::connect(pg).await?;
+    duel::new_account(&db, &item).await?;
+    let mut nodes = servers.restart_nodes(&format!("failover-{kind}"))?;
+    let (restarted, frozen) = (2, [3, 4]);
+    let mut tl = Timeline::new();
+    for n in frozen {
+        crate::pause::signal(nodes.pid(n), "STOP")?;
+    }
+    tl.note(
+        "orchestrator",
+        "SIGSTOP nodes D and E: they will not answer holder 1's connection",
+    );
+    let at1 = LockAt::RedisAnswering(nodes.urls.clone());
+    let started = duel::start_holder_1(
+        &mut tl,
+        duel::ctx(kind, at1, pg.to_owned(), ttl),
+        item.clone(),
+    )
+    .await;
+    for n in frozen {
+        crate::pause::signal(nodes.pid(n), "CONT")?;
+    }
+    let (h1, go) = started?;
+    tl.note(
+        "orchestrator",
+        format!(
+            "SIGCONT D and E; the lock key on each node: {}",
+            who_has(&nodes.urls, &item).await?
+        ),
+    );
+    nodes.kill_and_restart(restarted)?;
+    tl.note(
+        "orchestrator",
+        format!(
+            "SIGKILL node C, started again on its port without its keys; the lock key: {}",
+            who_has(&nodes.urls, &item).await?
+        ),
+    );
+    let granted = tl
+        .saw("holder 1", "locked")
+        .ok_or("holder 1 was never granted")?
+        .0;
+    let validity = ttl.saturating_sub(granted.elapsed());
+    tl.note(
+        "orchestrator",
+        format!(
+            "holder 2 tries, on all five nodes; holder 1's validity has {:.2} s to run",
+            validity.as_secs_f64()
+        ),
+    );
+    let at2 = LockAt::Redis(nodes.urls.clone(), Vec::new());
+    let (h2, _) = duel::spawn_holder(
+        &tl,
+        "holder 2",
+        duel::ctx(kind, at2, pg.to_owned(), ttl),
+        item.clone(),
+        duel::HOLDER_2,
+        false,
+    );
+    // Within holder 1's validity or not at all.
+    if tl.expect("holder 2", "locked", validity).await? {
         tl.expect("holder 2", "done", Duration::from_secs(30))
             .await?;
     }

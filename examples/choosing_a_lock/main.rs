@@ -3,9 +3,9 @@
 //! idle-in-transaction timeout), an optimistic version column, and zk-recipes' `ZkLockSpace`
 //! with and without its fencing token, on the same process-pause incident and the same flash
 //! sale, against real servers the example starts itself; and the kinds each concerns on two
-//! more incidents, a failover (a Redis primary dying before its replica has the lock; a
-//! ZooKeeper leader killed) and a clock jump (one Redlock node's wall clock; a ZooKeeper
-//! server's).
+//! more incidents, a failover (a Redis primary dying before its replica has the lock; a Redlock
+//! node restarted without its keys; a ZooKeeper leader killed) and a clock jump (one Redlock
+//! node's wall clock; a ZooKeeper server's).
 //!
 //! ```text
 //! cargo run --release --example choosing_a_lock                 # the incidents, then the sale
@@ -364,7 +364,7 @@ async fn run_failover(
         return Ok(true);
     }
     println!(
-        "\n== failover: Redis primary killed before its replica has the lock; ZooKeeper leader killed ({:.1} s TTL / session)",
+        "\n== failover: Redis primary killed before its replica has the lock; Redlock node restarted without its keys; ZooKeeper leader killed ({:.1} s TTL / session)",
         o.ttl.as_secs_f64()
     );
     let mut ensemble = None;
@@ -383,6 +383,9 @@ async fn run_failover(
     for kind in kinds {
         println!("\n-- {kind}");
         let outcome = match (kind.uses_zk(), &ensemble) {
+            (false, _) if kind == Kind::Redlock => {
+                failover::run_redlock(servers, &addrs.pg, o.ttl, nonce).await
+            }
             (false, _) => failover::run_redis(kind, servers, &addrs.pg, o.ttl, nonce).await,
             (true, Some(e)) => failover::run_zk(kind, e, &addrs.pg, o.ttl, nonce).await,
             (true, None) => continue,

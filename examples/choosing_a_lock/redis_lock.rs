@@ -7,7 +7,9 @@
 //! do); nothing queues.
 //!
 //! A client can be cut off some nodes ([`RedisNodes::connect_cut`], the clock-jump incident's
-//! partition): it never reaches them, and counts them as nodes that did not answer.
+//! partition): it never reaches them, and counts them as nodes that did not answer; or it can
+//! count the nodes that do not answer its connection as such ([`RedisNodes::connect_answering`],
+//! the failover incident's frozen nodes).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,6 +60,18 @@ async fn retry_pause() {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// One node's connection: 2 s to set it up, 500 ms for each answer.
+async fn connect_one(url: &str) -> Result<MultiplexedConnection, String> {
+    let client = redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_millis(500)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| format!("{url}: {e}"))
+}
+
 impl RedisNodes {
     /// Connects to every URL (a short response timeout, so that a dead node costs a Redlock
     /// attempt little).
@@ -78,15 +92,20 @@ impl RedisNodes {
                 conns.push(None);
                 continue;
             }
-            let client = redis::Client::open(url.as_str()).map_err(|e| format!("{url}: {e}"))?;
-            let config = redis::AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(2)))
-                .set_response_timeout(Some(Duration::from_millis(500)));
-            let conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .map_err(|e| format!("{url}: {e}"))?;
-            conns.push(Some(conn));
+            conns.push(Some(connect_one(url).await?));
+        }
+        Ok(RedisNodes { conns, ttl })
+    }
+
+    /// [`connect`](Self::connect), but a node whose connection is not set up within the
+    /// connection timeout (a frozen process: the kernel completes the TCP handshake, the
+    /// server never answers the client's setup commands) is one this client never reaches,
+    /// as if cut off. Nothing but those setup commands waits in the frozen node's socket.
+    pub async fn connect_answering(urls: &[String], ttl: Duration) -> Result<RedisNodes, String> {
+        let mut conns = Vec::new();
+        for url in urls {
+            redis::Client::open(url.as_str()).map_err(|e| format!("{url}: {e}"))?;
+            conns.push(connect_one(url).await.ok());
         }
         Ok(RedisNodes { conns, ttl })
     }

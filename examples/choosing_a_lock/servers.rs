@@ -4,8 +4,9 @@
 //!
 //! For the failover and clock-jump incidents also: a Redis primary with its replica
 //! ([`Servers::replica_pair`]), five Redlock nodes of which one runs with a wall clock the
-//! orchestrator moves ([`Servers::clock_nodes`], through `servers/clock_shim.c`), a 3-member
-//! ZooKeeper ensemble ([`zk_ensemble`]) and a ZooKeeper server under libfaketime
+//! orchestrator moves ([`Servers::clock_nodes`], through `servers/clock_shim.c`), five Redlock
+//! nodes any of which can be killed and started again empty ([`Servers::restart_nodes`]), a
+//! 3-member ZooKeeper ensemble ([`zk_ensemble`]) and a ZooKeeper server under libfaketime
 //! ([`zk_with_faketime`]).
 
 use std::net::TcpListener;
@@ -32,6 +33,12 @@ impl Drop for Process {
         }
         let _ = Command::new("kill")
             .arg(format!("-{}", self.stop))
+            .arg(self.child.id().to_string())
+            .status();
+        // A process left frozen (SIGSTOP) by a run that failed would take the signal only when
+        // continued.
+        let _ = Command::new("kill")
+            .arg("-CONT")
             .arg(self.child.id().to_string())
             .status();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -135,6 +142,18 @@ fn spawn_redis(
     env: &[(&str, &Path)],
 ) -> Result<(Process, u16), String> {
     let port = free_port()?;
+    let process = spawn_redis_on(port, dir, tag, extra, env)?;
+    Ok((process, port))
+}
+
+/// [`spawn_redis`] on a given port.
+fn spawn_redis_on(
+    port: u16,
+    dir: &Path,
+    tag: &str,
+    extra: &[String],
+    env: &[(&str, &Path)],
+) -> Result<Process, String> {
     let mut command = Command::new("redis-server");
     command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
@@ -150,14 +169,11 @@ fn spawn_redis(
         command.env(k, v);
     }
     let child = command.spawn().map_err(|e| format!("redis-server: {e}"))?;
-    Ok((
-        Process {
-            name: format!("redis-server :{port}"),
-            child,
-            stop: "TERM",
-        },
-        port,
-    ))
+    Ok(Process {
+        name: format!("redis-server :{port}"),
+        child,
+        stop: "TERM",
+    })
 }
 
 /// A Redis primary and its replica (`--replicaof`), for the failover incident; both stopped
@@ -204,6 +220,40 @@ impl ClockNodes {
     pub fn set_ahead(&self, ahead: Duration) -> Result<(), String> {
         std::fs::write(&self.offset_file, format!("{}\n", ahead.as_millis()))
             .map_err(|e| format!("{}: {e}", self.offset_file.display()))
+    }
+}
+
+/// Five Redlock nodes of their own, for the failover incident: each can be frozen (its pid) and
+/// killed and started again on its port, empty (no persistence); stopped when dropped.
+pub struct RestartNodes {
+    pub urls: Vec<String>,
+    ports: Vec<u16>,
+    dir: PathBuf,
+    tag: String,
+    processes: Vec<Process>,
+    restarts: usize,
+}
+
+impl RestartNodes {
+    pub fn pid(&self, node: usize) -> u32 {
+        self.processes[node].child.id()
+    }
+
+    /// SIGKILLs node `node`, waits until it is gone, and starts a new redis-server on its port
+    /// (nothing to load: no RDB, no AOF), answering PING.
+    pub fn kill_and_restart(&mut self, node: usize) -> Result<(), String> {
+        let p = &mut self.processes[node];
+        p.child
+            .kill()
+            .map_err(|e| format!("SIGKILL {}: {e}", p.name))?;
+        p.child
+            .wait()
+            .map_err(|e| format!("waiting for {}: {e}", p.name))?;
+        self.restarts += 1;
+        let tag = format!("{}-{node}-again{}", self.tag, self.restarts);
+        let port = self.ports[node];
+        self.processes[node] = spawn_redis_on(port, &self.dir, &tag, &[], &[])?;
+        wait_for_redis(port, Duration::from_secs(10))
     }
 }
 
@@ -338,6 +388,25 @@ impl Servers {
         })
     }
 
+    /// Starts five Redis processes for Redlock, each answering PING; `env(i)`: node `i`'s
+    /// environment.
+    fn five_nodes<'a>(
+        &'a self,
+        tag: &str,
+        env: impl Fn(usize) -> Vec<(&'a str, &'a Path)>,
+    ) -> Result<(Vec<Process>, Vec<u16>), String> {
+        let mut processes = Vec::new();
+        let mut ports = Vec::new();
+        for i in 0..5 {
+            let (process, port) =
+                spawn_redis(self._dir.path(), &format!("{tag}-{i}"), &[], &env(i))?;
+            processes.push(process);
+            wait_for_redis(port, Duration::from_secs(10))?;
+            ports.push(port);
+        }
+        Ok((processes, ports))
+    }
+
     /// Starts five Redis processes for Redlock, the first one's wall clock movable.
     pub fn clock_nodes(&self, tag: &str) -> Result<ClockNodes, String> {
         let dir = self._dir.path();
@@ -345,24 +414,38 @@ impl Servers {
         let offset_file = dir.join(format!("clock-{tag}.ms"));
         std::fs::write(&offset_file, "0\n")
             .map_err(|e| format!("{}: {e}", offset_file.display()))?;
-        let mut processes = Vec::new();
-        let mut urls = Vec::new();
-        for i in 0..5 {
-            let env: Vec<(&str, &Path)> = if i == 0 {
+        let (processes, ports) = self.five_nodes(tag, |i| {
+            if i == 0 {
                 vec![("LD_PRELOAD", &shim), ("CLOCK_SHIM_FILE", &offset_file)]
             } else {
                 Vec::new()
-            };
-            let (process, port) = spawn_redis(dir, &format!("{tag}-{i}"), &[], &env)?;
-            processes.push(process);
-            wait_for_redis(port, Duration::from_secs(10))?;
-            urls.push(format!("redis://127.0.0.1:{port}/"));
-        }
+            }
+        })?;
         Ok(ClockNodes {
-            urls,
+            urls: ports
+                .iter()
+                .map(|p| format!("redis://127.0.0.1:{p}/"))
+                .collect(),
             jumped: 0,
             offset_file,
             _processes: processes,
+        })
+    }
+
+    /// Starts five Redis processes for Redlock, any of which can be killed and started again
+    /// empty.
+    pub fn restart_nodes(&self, tag: &str) -> Result<RestartNodes, String> {
+        let (processes, ports) = self.five_nodes(tag, |_| Vec::new())?;
+        Ok(RestartNodes {
+            urls: ports
+                .iter()
+                .map(|p| format!("redis://127.0.0.1:{p}/"))
+                .collect(),
+            ports,
+            dir: self._dir.path().to_owned(),
+            tag: tag.to_owned(),
+            processes,
+            restarts: 0,
         })
     }
 
