@@ -1,8 +1,10 @@
 //! The hot-lock experiment (`--hot-lock 10000,100000`): that many waiters on one lock, spread
 //! over `--hot-sessions` sessions of this process, each target on a fresh server of its own
-//! (512 MiB heap). Does the server survive the enqueue, how long do the enqueue and the drain
-//! take, how many names does an enqueue list, and what does the server spend (CPU, the heap
-//! left after each collection)?
+//! (512 MiB heap), every target once per round (`--rounds`, who goes first rotating). Does the
+//! server survive the enqueue, how long do the enqueue and the drain take, how many names does
+//! an enqueue list, and what does the server spend (CPU, per handoff while draining, the heap
+//! left after each collection)? The summary gives each target's medians over the rounds with
+//! their spread, and the drain rate at the deepest queue against the shallowest.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use zookeeper_client as zkc;
 use crate::census::Census;
 use crate::locks::{Conn, Lib};
 use crate::measure::rss_kib;
+use crate::stats::{ratio, Spread};
 use crate::zk::{four_letter, mkdir, total_watches};
 
 /// One target: a library, a number of waiters, a number of sessions.
@@ -28,6 +31,8 @@ pub struct HotTarget {
 /// What one target measured.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct HotFigures {
+    /// The round it ran in (from 1).
+    pub round: u32,
     pub lib: &'static str,
     pub waiters: usize,
     pub sessions: usize,
@@ -46,30 +51,43 @@ pub struct HotFigures {
     pub heap_after_gc_max_mib: Option<f64>,
     /// The server container's CPU time over the enqueue and the drain, seconds.
     pub server_cpu_s: Option<f64>,
+    /// The server container's CPU time over the drain alone, milliseconds per handoff.
+    pub server_drain_cpu_ms_per_handoff: Option<f64>,
     /// This process's RSS with every waiter queued, minus before, per waiter (KiB).
     pub client_kib_per_waiter: Option<f64>,
     pub error: Option<String>,
 }
 
-/// Runs every target, one after another, each on its own server.
-pub async fn run(targets: &[HotTarget], java_opts: &str, census: &Census) -> Vec<HotFigures> {
+/// Runs every target once per round, each on its own server, who goes first rotating from
+/// round to round.
+pub async fn run(
+    targets: &[HotTarget],
+    rounds: u32,
+    java_opts: &str,
+    census: &Census,
+) -> Vec<HotFigures> {
     let mut all = Vec::new();
-    for &target in targets {
-        eprintln!(
-            "bench: hot lock: {} with {} waiters over {} sessions...",
-            target.lib.key(),
-            target.waiters,
-            target.sessions
-        );
-        let figures = one(target, java_opts, census).await;
-        eprintln!("bench: hot lock: {figures:?}");
-        all.push(figures);
+    for round in 1..=rounds {
+        let first = (round as usize - 1) % targets.len().max(1);
+        for &target in targets[first..].iter().chain(&targets[..first]) {
+            eprintln!(
+                "bench: hot lock, round {round}/{rounds}: {} with {} waiters over {} sessions...",
+                target.lib.key(),
+                target.waiters,
+                target.sessions
+            );
+            let mut figures = one(target, java_opts, census).await;
+            figures.round = round;
+            eprintln!("bench: hot lock: {figures:?}");
+            all.push(figures);
+        }
     }
     all
 }
 
 async fn one(target: HotTarget, java_opts: &str, census: &Census) -> HotFigures {
     let mut figures = HotFigures {
+        round: 1,
         lib: target.lib.key(),
         waiters: target.waiters,
         sessions: target.sessions,
@@ -86,7 +104,15 @@ async fn one(target: HotTarget, java_opts: &str, census: &Census) -> HotFigures 
     };
     let connect = server.connect_string();
     let cpu_before = server_cpu_us(server.container_id()).await;
-    if let Err(e) = queue_and_drain(target, &connect, census, &mut figures).await {
+    if let Err(e) = queue_and_drain(
+        target,
+        &connect,
+        server.container_id(),
+        census,
+        &mut figures,
+    )
+    .await
+    {
         figures.error = Some(e);
     }
     let cpu_after = server_cpu_us(server.container_id()).await;
@@ -104,6 +130,7 @@ async fn one(target: HotTarget, java_opts: &str, census: &Census) -> HotFigures 
 async fn queue_and_drain(
     target: HotTarget,
     connect: &str,
+    container: &str,
     census: &Census,
     figures: &mut HotFigures,
 ) -> Result<(), String> {
@@ -171,6 +198,7 @@ async fn queue_and_drain(
     figures.client_kib_per_waiter =
         Some((rss_kib() as f64 - rss_before as f64) / target.waiters as f64);
 
+    let drain_cpu = server_cpu_us(container).await;
     let drain = Instant::now();
     holder.release().await?;
     for task in tasks {
@@ -183,6 +211,10 @@ async fn queue_and_drain(
     let drain_s = drain.elapsed().as_secs_f64();
     figures.drain_s = Some(drain_s);
     figures.handoffs_per_s = Some(target.waiters as f64 / drain_s);
+    let drained_cpu = server_cpu_us(container).await;
+    figures.server_drain_cpu_ms_per_handoff = drain_cpu
+        .zip(drained_cpu)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / 1e3 / target.waiters as f64);
     let listed = census.stop_listed();
     if target.lib == Lib::Ours {
         figures.names_listed_per_waiter = Some(listed as f64 / target.waiters as f64);
@@ -252,9 +284,10 @@ pub fn heap_after_gc_max(logs: &str) -> Option<f64> {
 /// The experiment's table.
 pub fn table(all: &[HotFigures]) -> String {
     let mut out = String::from(
-        "| library | waiters | sessions | server survived | enqueue s | drain s | handoffs/s \
+        "| round | library | waiters | sessions | server survived | enqueue s | drain s | handoffs/s \
          | names listed per waiter | server heap after GC, max MiB | server CPU s \
-         | client KiB per waiter |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | server CPU ms per handoff (drain) | client KiB per waiter |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let f = |v: Option<f64>, digits: usize| match v {
         Some(v) => format!("{v:.digits$}"),
@@ -267,7 +300,8 @@ pub fn table(all: &[HotFigures]) -> String {
             (false, false) => "no: stopped answering".to_owned(),
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            h.round,
             h.lib,
             h.waiters,
             h.sessions,
@@ -278,11 +312,100 @@ pub fn table(all: &[HotFigures]) -> String {
             f(h.names_listed_per_waiter, 1),
             f(h.heap_after_gc_max_mib, 0),
             f(h.server_cpu_s, 1),
+            f(h.server_drain_cpu_ms_per_handoff, 2),
             f(h.client_kib_per_waiter, 1),
         ));
         if let Some(e) = &h.error {
-            out.push_str(&format!("|  | ({}: {e}) |||||||||\n", h.lib));
+            out.push_str(&format!("|  |  | ({}: {e}) |||||||||||\n", h.lib));
         }
+    }
+    out
+}
+
+/// Each target's medians over the rounds, `median (min-max)`, and for each library and
+/// number of sessions the drain rate at its deepest queue against its shallowest (issue #27
+/// wants at least 0.8x from 10,000 to 100,000 waiters).
+pub fn summary(all: &[HotFigures]) -> String {
+    let mut targets: Vec<(&str, usize, usize)> = Vec::new();
+    for h in all {
+        let key = (h.lib, h.waiters, h.sessions);
+        if !targets.contains(&key) {
+            targets.push(key);
+        }
+    }
+    let mut out = String::from(
+        "| library | waiters | sessions | rounds (server survived) | enqueue s | drain s \
+         | handoffs/s | server CPU ms per handoff (drain) |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let spread =
+        |of: &[&HotFigures], f: fn(&HotFigures) -> Option<f64>, digits: usize| match Spread::of(
+            of.iter().map(|h| f(h)),
+        ) {
+            Some(s) if s.rounds > 1 => format!(
+                "{:.digits$} ({:.digits$}-{:.digits$})",
+                s.median, s.min, s.max
+            ),
+            Some(s) => format!("{:.digits$}", s.median),
+            None => "–".into(),
+        };
+    let of = |key: (&str, usize, usize)| -> Vec<&HotFigures> {
+        all.iter()
+            .filter(|h| (h.lib, h.waiters, h.sessions) == key && h.error.is_none())
+            .collect()
+    };
+    for &key in &targets {
+        let (lib, waiters, sessions) = key;
+        let ran = all
+            .iter()
+            .filter(|h| (h.lib, h.waiters, h.sessions) == key)
+            .count();
+        let survived = all
+            .iter()
+            .filter(|h| (h.lib, h.waiters, h.sessions) == key)
+            .filter(|h| h.server_alive && !h.out_of_memory)
+            .count();
+        let done = of(key);
+        out.push_str(&format!(
+            "| {lib} | {waiters} | {sessions} | {ran} ({survived}) | {} | {} | {} | {} |\n",
+            spread(&done, |h| h.enqueue_s, 1),
+            spread(&done, |h| h.drain_s, 1),
+            spread(&done, |h| h.handoffs_per_s, 0),
+            spread(&done, |h| h.server_drain_cpu_ms_per_handoff, 2),
+        ));
+    }
+    let mut groups: Vec<(&str, usize)> = Vec::new();
+    for &(lib, _, sessions) in &targets {
+        if !groups.contains(&(lib, sessions)) {
+            groups.push((lib, sessions));
+        }
+    }
+    for (lib, sessions) in groups {
+        let depths: Vec<usize> = targets
+            .iter()
+            .filter(|t| (t.0, t.2) == (lib, sessions))
+            .map(|t| t.1)
+            .collect();
+        let (Some(&low), Some(&high)) = (depths.iter().min(), depths.iter().max()) else {
+            continue;
+        };
+        if low == high {
+            continue;
+        }
+        let rate = |waiters| {
+            Spread::of(
+                of((lib, waiters, sessions))
+                    .iter()
+                    .map(|h| h.handoffs_per_s),
+            )
+            .map(|s| s.median)
+        };
+        let line = match ratio(rate(high), rate(low)) {
+            Some(r) => format!("{r:.2}x"),
+            None => "– (a depth has no finished round)".into(),
+        };
+        out.push_str(&format!(
+            "\n{lib}, {sessions} session(s): drain handoffs/s at {high} waiters vs {low}, medians: {line}"
+        ));
     }
     out
 }
@@ -290,6 +413,48 @@ pub fn table(all: &[HotFigures]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn figures(round: u32, waiters: usize, rate: Option<f64>) -> HotFigures {
+        HotFigures {
+            round,
+            lib: "zk-recipes",
+            waiters,
+            sessions: 100,
+            drain_s: rate.map(|r| waiters as f64 / r),
+            handoffs_per_s: rate,
+            server_alive: rate.is_some(),
+            error: rate.is_none().then(|| "did not queue".to_owned()),
+            ..HotFigures::default()
+        }
+    }
+
+    #[test]
+    fn the_summary_takes_medians_over_finished_rounds_and_compares_the_depths() {
+        let all = [
+            figures(1, 10_000, Some(1000.0)),
+            figures(1, 100_000, Some(700.0)),
+            figures(2, 100_000, Some(900.0)),
+            figures(2, 10_000, Some(1200.0)),
+            figures(3, 10_000, Some(1100.0)),
+            figures(3, 100_000, None),
+        ];
+        let text = summary(&all);
+        assert!(
+            text.contains(
+                "| zk-recipes | 10000 | 100 | 3 (3) | – | 9.1 (8.3-10.0) | 1100 (1000-1200) | – |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| zk-recipes | 100000 | 100 | 3 (2) | – | 127.0 (111.1-142.9) | 800 (700-900) | – |"),
+            "{text}"
+        );
+        // 800 / 1100, by the medians of the finished rounds.
+        assert!(
+            text.contains("drain handoffs/s at 100000 waiters vs 10000, medians: 0.73x"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn reads_the_heap_left_after_each_collection() {

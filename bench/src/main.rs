@@ -380,7 +380,7 @@ async fn hot_lock(args: &Args, census: &Census, date: &str) {
             });
         }
     }
-    let all = hotlock::run(&targets, &java_opts, census).await;
+    let all = hotlock::run(&targets, args.rounds, &java_opts, census).await;
     println!(
         "Hot lock, {date}, {} ({} cores), load {:.1}; ZooKeeper on a fresh server per row, JVM {java_opts}\n",
         cpu_model(),
@@ -388,6 +388,11 @@ async fn hot_lock(args: &Args, census: &Census, date: &str) {
         load_average(),
     );
     println!("{}", hotlock::table(&all));
+    println!(
+        "Medians over {} round(s) (min-max); a round that failed is left out of the figures:\n",
+        args.rounds
+    );
+    println!("{}\n", hotlock::summary(&all));
     let json = serde_json::to_string_pretty(&all).expect("the figures serialize");
     println!("{json}");
     if let Some(path) = &args.json {
