@@ -230,6 +230,28 @@ impl Outcome {
 }
 
 /// Waits for both holders and reads the outcome (`tl` has seen holder 1's grant).
+/// The second half of a duel: holder 2 tries on `ctx2`, given `within` to be granted (granted,
+/// it withdraws and is done), then holder 1 is let go to write what it computed, and the row
+/// is finished.
+pub async fn second_then_first(
+    kind: Kind,
+    mut tl: Timeline,
+    db: &tokio_postgres::Client,
+    item: &str,
+    ctx2: impl Future<Output = Result<Ctx, String>> + Send + 'static,
+    within: Duration,
+    (h1, go): (JoinHandle<()>, Option<Go>),
+) -> Result<Outcome, String> {
+    let (h2, _) = spawn_holder(&tl, "holder 2", ctx2, item.to_owned(), HOLDER_2, false);
+    if tl.expect("holder 2", "locked", within).await? {
+        tl.expect("holder 2", "done", Duration::from_secs(30))
+            .await?;
+    }
+    let _ = go.ok_or("no go for holder 1")?.send(());
+    tl.note("orchestrator", "holder 1 may write");
+    finish(kind, tl, db, item, vec![h1, h2]).await
+}
+
 pub async fn finish(
     kind: Kind,
     mut tl: Timeline,

@@ -150,22 +150,10 @@ pub async fn run_redis(
         ),
     );
     let at2 = LockAt::Redis(vec![pair.replica.clone()], Vec::new());
-    let (h2, _) = duel::spawn_holder(
-        &tl,
-        "holder 2",
-        duel::ctx(kind, at2, pg.to_owned(), ttl),
-        item.clone(),
-        duel::HOLDER_2,
-        false,
-    );
     // Holder 2 finds the lock free at once if it is lost; it is given twice the TTL.
-    if tl.expect("holder 2", "locked", ttl * 2).await? {
-        tl.expect("holder 2", "done", Duration::from_secs(30))
-            .await?;
-    }
-    let _ = go.ok_or("no go for holder 1")?.send(());
-    tl.note("orchestrator", "holder 1 may write");
-    duel::finish(kind, tl, &db, &item, vec![h1, h2]).await
+    let within = ttl * 2;
+    let ctx2 = duel::ctx(kind, at2, pg.to_owned(), ttl);
+    duel::second_then_first(kind, tl, &db, &item, ctx2, within, (h1, go)).await
 }
 
 /// The Redlock nodes' names.
@@ -243,22 +231,10 @@ pub async fn run_redlock(
         ),
     );
     let at2 = LockAt::Redis(nodes.urls.clone(), Vec::new());
-    let (h2, _) = duel::spawn_holder(
-        &tl,
-        "holder 2",
-        duel::ctx(kind, at2, pg.to_owned(), ttl),
-        item.clone(),
-        duel::HOLDER_2,
-        false,
-    );
     // Within holder 1's validity or not at all.
-    if tl.expect("holder 2", "locked", validity).await? {
-        tl.expect("holder 2", "done", Duration::from_secs(30))
-            .await?;
-    }
-    let _ = go.ok_or("no go for holder 1")?.send(());
-    tl.note("orchestrator", "holder 1 may write");
-    duel::finish(kind, tl, &db, &item, vec![h1, h2]).await
+    let within = validity;
+    let ctx2 = duel::ctx(kind, at2, pg.to_owned(), ttl);
+    duel::second_then_first(kind, tl, &db, &item, ctx2, within, (h1, go)).await
 }
 
 /// The ZooKeeper rows: `zk` and `zk-fenced`. The ensemble's killed member is started again
