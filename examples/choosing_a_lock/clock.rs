@@ -48,9 +48,7 @@ pub async fn run_redlock(
     nonce: &str,
 ) -> Result<Outcome, String> {
     let kind = Kind::Redlock;
-    let item = format!("clock-{kind}-{nonce}");
-    let db = crate::store::connect(pg).await?;
-    duel::new_account(&db, &item).await?;
+    let (db, item) = duel::new_account(pg, "clock", kind, nonce).await?;
     let nodes = servers.clock_nodes(&format!("clock-{nonce}"))?;
     let mut tl = Timeline::new();
     let at1 = LockAt::Redis(nodes.urls.clone(), vec![3, 4]);
@@ -123,9 +121,7 @@ pub async fn run_zk(
     ttl: Duration,
     nonce: &str,
 ) -> Result<Outcome, String> {
-    let item = format!("clock-{kind}-{nonce}");
-    let db = crate::store::connect(pg).await?;
-    duel::new_account(&db, &item).await?;
+    let (db, item) = duel::new_account(pg, "clock", kind, nonce).await?;
     let connect = server.connect_string();
     let mut tl = Timeline::new();
     let before = server_clock_ahead(&connect).await?;

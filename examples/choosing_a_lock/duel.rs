@@ -378,9 +378,18 @@ pub async fn ctx(kind: Kind, at: LockAt, pg: String, ttl: Duration) -> Result<Ct
     })
 }
 
-/// A fresh account row for one run.
-pub async fn new_account(db: &tokio_postgres::Client, item: &str) -> Result<(), String> {
-    crate::store::create_item(db, item, OPENING).await
+/// A connection to the store and a fresh account row for one run, named
+/// `{incident}-{kind}-{nonce}`: the connection and the row's name.
+pub async fn new_account(
+    pg: &str,
+    incident: &str,
+    kind: Kind,
+    nonce: &str,
+) -> Result<(tokio_postgres::Client, String), String> {
+    let item = format!("{incident}-{kind}-{nonce}");
+    let db = crate::store::connect(pg).await?;
+    crate::store::create_item(&db, &item, OPENING).await?;
+    Ok((db, item))
 }
 
 /// Holder 1's and holder 2's amounts.

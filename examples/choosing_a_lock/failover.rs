@@ -89,9 +89,7 @@ pub async fn run_redis(
     ttl: Duration,
     nonce: &str,
 ) -> Result<Outcome, String> {
-    let item = format!("failover-{kind}-{nonce}");
-    let db = crate::store::connect(pg).await?;
-    duel::new_account(&db, &item).await?;
+    let (db, item) = duel::new_account(pg, "failover", kind, nonce).await?;
     let mut pair = servers.replica_pair(&format!("failover-{kind}"))?;
     let mut primary = redis_conn(&pair.primary).await?;
     let mut replica = redis_conn(&pair.replica).await?;
@@ -179,9 +177,7 @@ pub async fn run_redlock(
     nonce: &str,
 ) -> Result<Outcome, String> {
     let kind = Kind::Redlock;
-    let item = format!("failover-{kind}-{nonce}");
-    let db = crate::store::connect(pg).await?;
-    duel::new_account(&db, &item).await?;
+    let (db, item) = duel::new_account(pg, "failover", kind, nonce).await?;
     let mut nodes = servers.restart_nodes(&format!("failover-{kind}"))?;
     let (restarted, frozen) = (2, [3, 4]);
     let mut tl = Timeline::new();
@@ -246,9 +242,7 @@ pub async fn run_zk(
     ttl: Duration,
     nonce: &str,
 ) -> Result<Outcome, String> {
-    let item = format!("failover-{kind}-{nonce}");
-    let db = crate::store::connect(pg).await?;
-    duel::new_account(&db, &item).await?;
+    let (db, item) = duel::new_account(pg, "failover", kind, nonce).await?;
     let mut tl = Timeline::new();
     let connect = ensemble.connect_string();
     let ctx1 = duel::ctx(kind, LockAt::Zk(connect.clone()), pg.to_owned(), ttl).await?;
